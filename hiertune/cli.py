@@ -1,0 +1,62 @@
+"""The `hiertune` command: one subcommand per job, each in its own module under hiertune.commands.
+
+Command modules keep heavy imports (TVM, Ray, torch) inside `run` so `hiertune --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from hiertune.errors import HiertuneError
+
+# subcommand -> (module, one-line help). A module that is not there yet is listed as unavailable.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("hiertune.commands.demo", "small end-to-end run: local Ray, CPU runner, a small GEMM"),
+    "baseline": ("hiertune.commands.baseline", "MetaSchedule evolutionary search on a workload"),
+    "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole network"),
+    "apply": ("hiertune.commands.apply", "compile a workload with its best records and check it"),
+    "compare": ("hiertune.commands.compare", "tuning curves of several records files side by side"),
+    "workloads": ("hiertune.commands.workloads", "list the operator suite and networks"),
+    "partition": ("hiertune.commands.partition", "Inc-ILP pipeline partition of a DNN graph"),
+    "pipeline": ("hiertune.commands.pipeline", "run a partitioned TFLite model as a pipeline of Ray actors"),
+    "sweep": ("hiertune.commands.sweep", "Ray Tune sweep of HARL or Inc-ILP hyper-parameters"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hiertune", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name != module_name:
+                raise
+            continue
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.register(command_parser)
+        command_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except HiertuneError as err:
+        print(f"hiertune {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hiertune {args.command}: interrupted; records written so far are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

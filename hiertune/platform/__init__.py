@@ -1,0 +1,1 @@
+"""Ray side of hiertune: runtime, resource-pinned measurement runners, records, solver actor."""

@@ -1,0 +1,1 @@
+"""Policies: SW-UCB bandits, PPO parameter editor, XGBoost cost model, pointer-network pre-scheduler."""
