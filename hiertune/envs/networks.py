@@ -1,0 +1,127 @@
+"""Whole networks as tuning workloads: ResNets written in torch, imported through Relax.
+
+No weights are downloaded: parameters are random (their values don't change the schedules).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hiertune.envs.workloads import Task, estimate_flops
+from hiertune.errors import HiertuneError
+
+
+def _torch_resnet(depth: int, width: int = 64, image: int = 224) -> tuple[Any, Any]:
+    """A torchvision-shaped ResNet (basic blocks for 18/34, bottlenecks for 50) and an input."""
+    import torch
+    from torch import nn
+
+    class Basic(nn.Module):
+        expansion = 1
+
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x: Any) -> Any:
+            out = torch.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return torch.relu(out + (self.down(x) if self.down is not None else x))
+
+    class Bottleneck(nn.Module):
+        expansion = 4
+
+        def __init__(self, cin: int, cmid: int, stride: int) -> None:
+            super().__init__()
+            cout = cmid * 4
+            self.body = nn.Sequential(
+                nn.Conv2d(cin, cmid, 1, bias=False), nn.BatchNorm2d(cmid), nn.ReLU(),
+                nn.Conv2d(cmid, cmid, 3, stride, 1, bias=False), nn.BatchNorm2d(cmid), nn.ReLU(),
+                nn.Conv2d(cmid, cout, 1, bias=False), nn.BatchNorm2d(cout),
+            )
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x: Any) -> Any:
+            return torch.relu(self.body(x) + (self.down(x) if self.down is not None else x))
+
+    layers = {10: (Basic, [1, 1, 1, 1]), 18: (Basic, [2, 2, 2, 2]), 50: (Bottleneck, [3, 4, 6, 3])}[depth]
+    block, counts = layers
+    modules: list[Any] = [nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = width
+    for stage, count in enumerate(counts):
+        cmid = width * 2**stage
+        for i in range(count):
+            modules.append(block(cin, cmid, 2 if (i == 0 and stage > 0) else 1))
+            cin = cmid * block.expansion
+    modules += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)]
+    model = nn.Sequential(*modules).eval()
+    return model, torch.randn(1, 3, image, image)
+
+
+def _torch_model(name: str) -> tuple[Any, Any]:
+    if name == "resnet18":
+        return _torch_resnet(18)
+    if name == "resnet50":
+        return _torch_resnet(50)
+    if name == "tiny-convnet":  # three small tasks, one of them twice: fast enough for tests
+        import torch
+        from torch import nn
+
+        model = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 1, 1), nn.ReLU(), nn.Conv2d(16, 16, 3, 1, 1), nn.ReLU(),
+            nn.Conv2d(16, 16, 3, 1, 1), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 16 * 16, 10),
+        ).eval()
+        return model, torch.randn(1, 3, 16, 16)
+    raise HiertuneError(f"unknown network {name!r}; choose resnet18, resnet50 or tiny-convnet")
+
+
+def relax_module(name: str) -> Any:
+    """The network as a Relax IRModule with parameters bound, ready for task extraction."""
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    model, example = _torch_model(name)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        exported = torch.export.export(model, (example,))
+    mod = from_exported_program(exported, keep_params_as_input=False)  # weights as constants
+    import tvm
+
+    seq = tvm.transform.Sequential(
+        [
+            relax.transform.DecomposeOpsForInference(),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )
+    return seq(mod)
+
+
+def network_tasks(name: str, target: Any) -> list[Task]:
+    """MetaSchedule's task extraction on the network; weights = how often each subgraph appears."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    mod = relax_module(name)
+    extracted = ms.relax_integration.extract_tasks(mod, target)
+    tasks = []
+    for ext in extracted:
+        task_mod = ext.dispatched[0]
+        if not isinstance(task_mod, tvm.IRModule):
+            task_mod = tvm.IRModule({"main": task_mod})
+        tasks.append(Task(name=ext.task_name, mod=task_mod, weight=int(ext.weight), flops=estimate_flops(task_mod)))
+    if not tasks:
+        raise HiertuneError(f"network {name!r} produced no tunable tasks (Relax fusion failed?)")
+    return tasks
