@@ -1,0 +1,212 @@
+"""The PPO parameter editor: one actor-critic shared by every schedule track, plus the two bandits.
+
+HARL's paper settings: actor lr 3e-4, critic lr 1e-3, discount 0.9, value-loss weight 0.5,
+entropy 0.01. RLlib's PPO has one learning rate per module, so `HarlPPOLearner` registers two
+Adam optimizers (actor and critic parameters) on the one loss.
+
+The search loop drives PPO itself (see NOTES: no env runners, no stale value head): it acts with
+the learner's own `ppo_track` module and hands finished `MultiAgentEpisode`s to
+`learner_group.update`. The SW-UCB modules sit in the same `MultiRLModuleSpec` but outside
+`policies_to_train`, so RLlib never builds optimizers for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule
+
+from hiertune.policies.sw_ucb import SWUCBModule, bandit_action_space, bandit_observation_space
+
+PPO_MODULE = "ppo_track"
+SUBGRAPH_MODULE = "sw_ucb_subgraph"
+SKETCH_MODULE = "sw_ucb_sketch"
+SUBGRAPH_AGENT = "subgraph"
+SKETCH_AGENT = "sketch"
+TRACK_PREFIX = "track_"
+
+
+@dataclass
+class PPOEditorConfig:
+    """PPO hyper-parameters (paper values) and the bandits' SW-UCB settings."""
+
+    actor_lr: float = 3e-4
+    critic_lr: float = 1e-3
+    gamma: float = 0.9
+    gae_lambda: float = 0.95
+    vf_loss_coeff: float = 0.5
+    entropy_coeff: float = 0.01
+    clip_param: float = 0.2
+    num_epochs: int = 4
+    minibatch_size: int = 128
+    hidden: tuple[int, ...] = (64, 64)
+    c: float = 0.25
+    tau: int = 256
+    subgraph_tau: int = 256
+    seed: int = 0
+
+
+def track_observation_space(obs_dim: int, action_dim: int) -> gym.spaces.Dict:
+    """A track sees its schedule features and which edits are legal (RLlib's masking layout)."""
+    return gym.spaces.Dict(
+        {
+            "action_mask": gym.spaces.Box(0.0, 1.0, (action_dim,), np.float32),
+            "observations": gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32),
+        }
+    )
+
+
+def agent_to_module(agent_id: str, *args: Any, **kwargs: Any) -> str:
+    """Track agents share the PPO editor; the two bandit agents have their own SW-UCB module."""
+    if agent_id == SUBGRAPH_AGENT:
+        return SUBGRAPH_MODULE
+    if agent_id == SKETCH_AGENT:
+        return SKETCH_MODULE
+    return PPO_MODULE
+
+
+class HarlPPOLearner(PPOTorchLearner):
+    """PPO with separate actor and critic learning rates (one loss, two Adam optimizers)."""
+
+    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
+        module = self._module[module_id]
+        if not any(True for _ in module.parameters()):
+            return  # the SW-UCB bandits have nothing to optimise
+        editor: PPOEditorConfig = config.learner_config_dict["editor"]
+        critic, actor = [], []
+        for name, param in module.named_parameters():
+            (critic if name.startswith(("vf", "encoder.critic_encoder")) else actor).append(param)
+        for name, params, lr in (("actor", actor, editor.actor_lr), ("critic", critic, editor.critic_lr)):
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=name,
+                optimizer=torch.optim.Adam(params),
+                params=params,
+                lr_or_lr_schedule=lr,
+            )
+
+
+def module_spec(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> MultiRLModuleSpec:
+    """The three RLModules of the hierarchy: masked PPO editor and two parameter-free bandits."""
+    bandit_spaces = {"observation_space": bandit_observation_space(), "action_space": bandit_action_space()}
+    return MultiRLModuleSpec(
+        rl_module_specs={
+            PPO_MODULE: RLModuleSpec(
+                module_class=ActionMaskingTorchRLModule,
+                observation_space=track_observation_space(obs_dim, action_dim),
+                action_space=gym.spaces.Discrete(action_dim),
+                model_config=DefaultModelConfig(fcnet_hiddens=list(editor.hidden), vf_share_layers=False),
+            ),
+            SUBGRAPH_MODULE: RLModuleSpec(
+                module_class=SWUCBModule, model_config={"c": editor.c, "tau": editor.subgraph_tau}, **bandit_spaces
+            ),
+            SKETCH_MODULE: RLModuleSpec(
+                module_class=SWUCBModule, model_config={"c": editor.c, "tau": editor.tau}, **bandit_spaces
+            ),
+        }
+    )
+
+
+def ppo_config(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> PPOConfig:
+    """RLlib PPO config of the hierarchy (only `ppo_track` trains)."""
+    spec = module_spec(obs_dim, action_dim, editor)
+    return (
+        PPOConfig()
+        .environment(
+            observation_space=gym.spaces.Dict({}), action_space=gym.spaces.Dict({}), disable_env_checking=True
+        )
+        .framework("torch")
+        .env_runners(num_env_runners=0, episodes_to_numpy=False)
+        .learners(num_learners=0)
+        .multi_agent(
+            policies={PPO_MODULE, SUBGRAPH_MODULE, SKETCH_MODULE},
+            policy_mapping_fn=agent_to_module,
+            policies_to_train=[PPO_MODULE],
+        )
+        .rl_module(rl_module_spec=spec)
+        .training(
+            gamma=editor.gamma,
+            lambda_=editor.gae_lambda,
+            vf_loss_coeff=editor.vf_loss_coeff,
+            entropy_coeff=editor.entropy_coeff,
+            clip_param=editor.clip_param,
+            num_epochs=editor.num_epochs,
+            minibatch_size=editor.minibatch_size,
+            lr=editor.actor_lr,
+            learner_class=HarlPPOLearner,
+            learner_config_dict={"editor": editor},
+        )
+        .debugging(seed=editor.seed)
+    )
+
+
+class PPOEditor:
+    """The learner group plus the handles the search loop needs: act, value, update.
+
+    Acting and valuing use the learner's own modules (one process, `num_learners=0`), so the
+    critic that ranks tracks for adaptive stopping is always the freshly trained one.
+    """
+
+    def __init__(self, obs_dim: int, action_dim: int, editor: PPOEditorConfig | None = None) -> None:
+        torch.set_num_threads(1)
+        self.editor = editor or PPOEditorConfig()
+        self.config = ppo_config(obs_dim, action_dim, self.editor)
+        self.learner_group = self.config.build_learner_group(rl_module_spec=module_spec(obs_dim, action_dim, self.editor))
+        self.module = self.learner_group._learner.module  # local learner (num_learners=0)
+        self.rng = torch.Generator().manual_seed(self.editor.seed)
+
+    def modules(self) -> Any:
+        return self.module
+
+    @staticmethod
+    def _batch(observations: list[dict[str, np.ndarray]]) -> dict[str, dict[str, torch.Tensor]]:
+        return {
+            "obs": {
+                key: torch.as_tensor(np.stack([obs[key] for obs in observations]), dtype=torch.float32)
+                for key in observations[0]
+            }
+        }
+
+    @torch.no_grad()
+    def act(self, observations: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sample masked edits for a batch of tracks: (actions, log-probs, distribution inputs)."""
+        out = self.module[PPO_MODULE].forward_exploration(self._batch(observations))
+        logits = out["action_dist_inputs"]
+        dist = torch.distributions.Categorical(logits=logits)
+        actions = dist.sample()
+        return actions.numpy(), dist.log_prob(actions).numpy(), logits.numpy()
+
+    @torch.no_grad()
+    def values(self, observations: list[dict[str, np.ndarray]]) -> np.ndarray:
+        """The critic's value of each track's observation (for adaptive stopping)."""
+        if not observations:
+            return np.zeros(0)
+        return self.module[PPO_MODULE].compute_values(self._batch(observations)).numpy()
+
+    @torch.no_grad()
+    def bandit_action(self, module_id: str, observation: dict[str, np.ndarray]) -> int:
+        out = self.module[module_id].forward_inference({"obs": observation})
+        return int(out["actions"][0])
+
+    def update(self, episodes: list[Any]) -> dict[str, Any]:
+        """One PPO update on finished episodes; returns the learner's results for ppo_track."""
+        results = self.learner_group.update(
+            episodes=episodes,
+            timesteps={"num_env_steps_sampled_lifetime": 0},
+            num_epochs=self.editor.num_epochs,
+            minibatch_size=self.editor.minibatch_size,
+            shuffle_batch_per_epoch=True,
+        )
+        return results[0] if isinstance(results, list) and results else results
+
+    def get_weights(self) -> dict[str, Any]:
+        return self.learner_group.get_weights()
