@@ -1,0 +1,188 @@
+"""Tuning records: one JSON-lines file, appended and flushed as each measurement arrives.
+
+Two kinds of line, so one file is self-contained and round-trips into a MetaSchedule database:
+
+    {"kind": "workload", "task": "GMM-S", "weight": 1, "workload": <ms Workload.as_json()>}
+    {"kind": "measure", "task": "GMM-S", "key": "...", "record": <ms TuningRecord.as_json()>,
+     "latencies_s": [...] | null, "error": null | "...", "build_s": .., "run_s": .., "time": ..,
+     "tuner": "harl" | "metaschedule", "trial": 7, "target": {...}}
+
+A killed writer can leave a torn last line: loading skips it with a warning, never fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hiertune.errors import HiertuneError
+
+
+@dataclass
+class MeasureRecord:
+    """One measured candidate as stored (the trace stays JSON until someone needs TVM objects)."""
+
+    task: str
+    key: str
+    record: Any  # TuningRecord.as_json(): [workload_index, [trace, run_secs, target, args_info]]
+    latencies_s: list[float] | None
+    error: str | None = None
+    build_s: float = 0.0
+    run_s: float = 0.0
+    time: float = field(default_factory=time.time)
+    tuner: str = ""
+    trial: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.latencies_s)
+
+    @property
+    def mean_s(self) -> float:
+        return sum(self.latencies_s) / len(self.latencies_s) if self.ok else float("inf")
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "kind": "measure", "task": self.task, "key": self.key, "record": self.record,
+            "latencies_s": self.latencies_s, "error": self.error, "build_s": round(self.build_s, 4),
+            "run_s": round(self.run_s, 4), "time": round(self.time, 3), "tuner": self.tuner,
+            "trial": self.trial,
+        }
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MeasureRecord:
+        known = {"kind", "task", "key", "record", "latencies_s", "error", "build_s", "run_s", "time", "tuner", "trial"}
+        return cls(
+            task=data["task"], key=data["key"], record=data["record"],
+            latencies_s=data.get("latencies_s"), error=data.get("error"),
+            build_s=data.get("build_s", 0.0), run_s=data.get("run_s", 0.0),
+            time=data.get("time", 0.0), tuner=data.get("tuner", ""), trial=data.get("trial", 0),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def trace_key(trace: Any) -> str:
+    """A stable identity for a schedule: the hash of its trace (instructions and decisions)."""
+    text = json.dumps(trace.as_json(remove_postproc=True), sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+class RecordStore:
+    """Append-only JSONL store of workloads and measurements, loaded back for resume and apply."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.workloads: dict[str, dict[str, Any]] = {}
+        self.measures: list[MeasureRecord] = []
+        if self.path.is_dir():
+            raise HiertuneError(f"--records {self.path} is a directory; give a file path such as runs/gmm.jsonl")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            self._load()
+
+    # ------------------------------------------------------------------ reading
+    def _load(self) -> None:
+        with self.path.open("r", encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if data.get("kind") == "workload":
+                    self.workloads[data["task"]] = data
+                elif data.get("kind") == "measure":
+                    self.measures.append(MeasureRecord.from_json(data))
+                else:
+                    raise ValueError(f"unknown kind {data.get('kind')!r}")
+            except (json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError) as err:
+                warnings.warn(
+                    f"{self.path}:{number}: skipping a corrupt record line ({err}); "
+                    "it was probably cut off when a run was killed",
+                    stacklevel=2,
+                )
+
+    def measured_keys(self, task: str) -> set[str]:
+        return {m.key for m in self.measures if m.task == task}
+
+    def trials(self, task: str | None = None, tuner: str | None = None) -> list[MeasureRecord]:
+        return [m for m in self.measures if (task is None or m.task == task) and (tuner is None or m.tuner == tuner)]
+
+    def best(self, task: str) -> MeasureRecord | None:
+        ok = [m for m in self.measures if m.task == task and m.ok]
+        return min(ok, key=lambda m: m.mean_s) if ok else None
+
+    def tasks(self) -> list[str]:
+        return list(self.workloads)
+
+    # ------------------------------------------------------------------ writing
+    def _write(self, data: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(data, separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def add_workload(self, task: str, mod: Any, weight: int = 1) -> None:
+        """Store a task's workload once; later runs on the same file reuse it."""
+        if task in self.workloads:
+            return
+        from tvm.s_tir import meta_schedule as ms
+
+        data = {"kind": "workload", "task": task, "weight": weight, "workload": ms.database.Workload(mod).as_json()}
+        self._write(data)
+        self.workloads[task] = data
+
+    def append(self, record: MeasureRecord) -> None:
+        if record.task not in self.workloads:
+            raise HiertuneError(f"record for task {record.task!r} before its workload was stored (add_workload first)")
+        self._write(record.to_json())
+        self.measures.append(record)
+
+    def extend(self, records: Iterable[MeasureRecord]) -> None:
+        for record in records:
+            self.append(record)
+
+    # ------------------------------------------------------------------ MetaSchedule
+    def to_database(self) -> Any:
+        """A MetaSchedule MemoryDatabase with every successful measurement, for `compile`/apply."""
+        from tvm.s_tir import meta_schedule as ms
+
+        db = ms.database.MemoryDatabase()
+        by_task = {}
+        for task, data in self.workloads.items():
+            workload = ms.database.Workload.from_json(data["workload"])
+            by_task[task] = db.commit_workload(workload.mod)
+        for m in self.measures:
+            if not m.ok or m.task not in by_task:
+                continue
+            workload = by_task[m.task]
+            _, (trace_json, _, target_json, args_json) = m.record
+            record = ms.database.TuningRecord.from_json([0, [trace_json, m.latencies_s, target_json, args_json]], workload)
+            db.commit_tuning_record(record)
+        return db
+
+    def workload_mod(self, task: str) -> Any:
+        from tvm.s_tir import meta_schedule as ms
+
+        if task not in self.workloads:
+            raise HiertuneError(f"{self.path} has no task {task!r}; it has {sorted(self.workloads)}")
+        return ms.database.Workload.from_json(self.workloads[task]["workload"]).mod
+
+    def curve(self, task: str | None = None) -> list[tuple[int, float]]:
+        """(trial number, best latency so far) after each measurement, in measurement order."""
+        best = float("inf")
+        points = []
+        for i, m in enumerate(self.trials(task), 1):
+            best = min(best, m.mean_s)
+            points.append((i, best))
+        return points

@@ -1,0 +1,204 @@
+"""Measurement runners: MetaSchedule's builder and runner inside a Ray actor pinned to its hardware.
+
+A `Measurer` builds and times candidates where it runs; as a Ray actor it holds the cores (or the
+GPU) it measures on, so search and measurement don't share cores. Failures are values, as in
+MetaSchedule's runners: a build error, a runtime error, a timeout or a crashed worker comes back
+as a failed `MeasureResult` for that candidate, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hiertune.errors import HiertuneError
+
+
+@dataclass
+class RunnerConfig:
+    """Where and how candidates are built and timed."""
+
+    target: Any = "llvm"  # "llvm", "cuda", a JSON dict or a tvm Target
+    device: str = "cpu"  # "cpu" or "gpu"
+    num_cpus: float = 1.0  # cores the runner holds (TVM_NUM_THREADS follows it)
+    number: int = 3
+    repeat: int = 1
+    min_repeat_ms: int = 50
+    enable_cpu_cache_flush: bool = False
+    build_timeout_s: float = 30.0
+    run_timeout_s: float = 30.0
+    build_workers: int = 1
+    placement_timeout_s: float = 60.0
+    work_dir: str | None = None  # builder/runner temp files go here (TMPDIR)
+
+
+@dataclass
+class MeasureInput:
+    """A scheduled module to build and time, with the shapes/dtypes of its arguments."""
+
+    mod: Any  # tvm.IRModule
+    args_info: list[Any]
+
+    @classmethod
+    def from_schedule(cls, sch: Any) -> MeasureInput:
+        from tvm.s_tir import meta_schedule as ms
+
+        return cls(mod=sch.mod, args_info=ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]))
+
+
+@dataclass
+class MeasureResult:
+    latencies_s: list[float] | None
+    error: str | None = None
+    build_s: float = 0.0
+    run_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.latencies_s)
+
+    @property
+    def mean_s(self) -> float:
+        return sum(self.latencies_s) / len(self.latencies_s) if self.ok else float("inf")
+
+
+def _short_error(text: str, limit: int = 400) -> str:
+    text = str(text).strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+class Measurer:
+    """Builds and times candidates in this process (or in the actor this class becomes)."""
+
+    def __init__(self, config: RunnerConfig) -> None:
+        from hiertune.platform.tvm_support import fast_build, make_target, prepare_tvm
+
+        self.config = config
+        if config.device == "cpu":
+            os.environ["TVM_NUM_THREADS"] = str(max(1, int(config.num_cpus)))
+        if config.work_dir:
+            os.makedirs(config.work_dir, exist_ok=True)
+            os.environ["TMPDIR"] = config.work_dir
+        prepare_tvm()
+        from tvm.s_tir import meta_schedule as ms
+        from tvm.s_tir.meta_schedule.runner import EvaluatorConfig
+
+        self.target = make_target(config.target, num_cores=max(1, int(config.num_cpus)))
+        self.device_type = {"cpu": "cpu", "gpu": "cuda"}[config.device]
+        self.builder = ms.builder.LocalBuilder(
+            max_workers=config.build_workers, timeout_sec=config.build_timeout_s, f_build=fast_build
+        )
+        self.runner = ms.runner.LocalRunner(
+            timeout_sec=config.run_timeout_s,
+            evaluator_config=EvaluatorConfig(
+                number=config.number, repeat=config.repeat, min_repeat_ms=config.min_repeat_ms,
+                enable_cpu_cache_flush=config.enable_cpu_cache_flush,
+            ),
+        )
+
+    def ready(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "target": str(self.target), "device": self.config.device}
+
+    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        """Build all inputs, then time those that built; one result per input, failures included."""
+        from tvm.s_tir import meta_schedule as ms
+
+        if not inputs:
+            return []
+        start = time.perf_counter()
+        try:
+            builds = self.builder.build([ms.builder.BuilderInput(i.mod, self.target) for i in inputs])
+        except Exception as err:  # noqa: BLE001 - a builder crash fails this batch, not the run
+            return [MeasureResult(None, f"build crashed: {_short_error(err)}") for _ in inputs]
+        build_s = (time.perf_counter() - start) / len(inputs)
+
+        results: list[MeasureResult] = []
+        for inp, build in zip(inputs, builds):
+            if build.error_msg is not None:
+                results.append(MeasureResult(None, f"build: {_short_error(build.error_msg)}", build_s))
+                continue
+            t0 = time.perf_counter()
+            try:
+                (future,) = self.runner.run(
+                    [ms.runner.RunnerInput(build.artifact_path, self.device_type, inp.args_info)]
+                )
+                run = future.result()
+                error = None if run.error_msg is None else f"run: {_short_error(run.error_msg)}"
+                latencies = [float(x) for x in run.run_secs] if run.run_secs is not None and error is None else None
+            except Exception as err:  # noqa: BLE001 - a runner crash fails this candidate only
+                latencies, error = None, f"run crashed: {_short_error(err)}"
+            results.append(MeasureResult(latencies, error, build_s, time.perf_counter() - t0))
+            shutil.rmtree(os.path.dirname(build.artifact_path), ignore_errors=True)
+        return results
+
+
+class MeasureRunner:
+    """The driver's handle: a `Measurer` in a Ray actor pinned to its device (or in-process).
+
+    If the actor dies, its in-flight candidates come back failed, a fresh actor replaces it and
+    the run goes on.
+    """
+
+    def __init__(self, config: RunnerConfig, use_ray: bool = True) -> None:
+        if config.device not in ("cpu", "gpu"):
+            raise HiertuneError(
+                f"runner device {config.device!r} cannot time TVM candidates; use cpu or gpu "
+                "(Edge TPU stages run through `hiertune pipeline`)"
+            )
+        self.config = config
+        self.use_ray = use_ray
+        self._local: Measurer | None = None
+        self._actor: Any = None
+        self.restarts = 0
+        if use_ray:
+            self._start_actor()
+        else:
+            self._local = Measurer(config)
+
+    def _start_actor(self) -> None:
+        import ray
+
+        from hiertune.platform.placement import start_actor
+
+        env = {"TVM_NUM_THREADS": str(max(1, int(self.config.num_cpus)))}
+        self._actor = start_actor(
+            ray.remote(max_restarts=0)(Measurer), self.config.device, self.config,
+            num_cpus=self.config.num_cpus if self.config.device == "cpu" else 1.0, env=env,
+            timeout_s=self.config.placement_timeout_s, what=f"{self.config.device} measurement runner",
+        )
+
+    @property
+    def actor(self) -> Any:
+        return self._actor
+
+    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        if self._local is not None:
+            return self._local.measure(inputs)
+        import ray
+
+        limit = 120 + len(inputs) * (self.config.build_timeout_s + self.config.run_timeout_s)
+        try:
+            return ray.get(self._actor.measure.remote(inputs), timeout=limit)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
+            reason = "timed out" if isinstance(err, ray.exceptions.GetTimeoutError) else "died"
+            try:
+                ray.kill(self._actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            self.restarts += 1
+            self._start_actor()
+            return [MeasureResult(None, f"runner actor {reason} while measuring this batch") for _ in inputs]
+
+    def close(self) -> None:
+        if self._actor is not None:
+            import ray
+
+            ray.kill(self._actor)
+            self._actor = None
+
+
+def create_runner(config: RunnerConfig, use_ray: bool = True) -> MeasureRunner:
+    return MeasureRunner(config, use_ray=use_ray)
