@@ -1,0 +1,256 @@
+"""HARL's four-level hierarchy as one RLlib `MultiAgentEnv` episode (= one search round).
+
+    reset        -> "subgraph" agent sees its SW-UCB window over tasks, picks a task
+    step 1       -> "sketch" agent sees the window over that task's sketches, picks a sketch
+    step 2..     -> "track_0".."track_{I-1}" (one shared PPO module) start from random fills of
+                    the sketch and edit their schedules one action per step; reward = relative
+                    change of the cost model's score, r = (C(s_t) - C(s_{t-1})) / |C(s_{t-1})|
+    adaptive stop: every `lam` track steps the live tracks are ranked by the critic's advantage
+                    over that window, sum_j gamma^j r_j + gamma^lam V(s_t) - V(s_{t-lam}), and
+                    the worst `rho` of them terminate; when fewer than `min_tracks` remain (or
+                    after `max_steps`) the episode ends. `fixed_length=True` (the ablation) runs
+                    every track for `max_steps` steps.
+
+The bandits act once per episode and terminate at once; their rewards come after measurement
+(`record_bandit_rewards`), into the sliding windows this env keeps. Every schedule a track
+visits is kept (`visited`) so the search loop can send the top-K unmeasured ones to the runner.
+Acting for an agent that is not due (already done, or not yet started) raises MultiAgentEnvError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from ray.rllib.env.multi_agent_env import MultiAgentEnv
+from ray.rllib.utils.error import MultiAgentEnvError
+
+from hiertune.policies.ppo_editor import SKETCH_AGENT, SUBGRAPH_AGENT, TRACK_PREFIX, track_observation_space
+from hiertune.policies.sw_ucb import SlidingWindow, bandit_action_space, bandit_observation_space
+
+ValueFn = Callable[[list[dict[str, np.ndarray]]], np.ndarray]
+ScoreFn = Callable[[int, list[Any]], np.ndarray]
+
+
+@dataclass
+class HarlEnvConfig:
+    """Shape of one round: tracks, adaptive-stopping window and cut, episode caps."""
+
+    tracks: int = 8
+    lam: int = 20
+    rho: float = 0.5
+    min_tracks: int = 2
+    max_steps: int = 60
+    fixed_length: bool = False
+    gamma: float = 0.9
+    c: float = 0.25
+    tau: int = 256
+    subgraph_tau: int = 256
+
+
+@dataclass
+class Visited:
+    """A schedule some track reached this episode, with its predicted score."""
+
+    state: Any
+    score: float
+    sketch: int
+
+
+class HarlEnv(MultiAgentEnv):
+    """One search round over `spaces` (one schedule space per task).
+
+    `score_fn(task, states)` is the cost model (higher = faster); `value_fn(observations)` the
+    PPO critic, used only for adaptive stopping. Both are set by the search loop, which owns them.
+    """
+
+    def __init__(
+        self,
+        spaces: Sequence[Any],
+        score_fn: ScoreFn,
+        value_fn: ValueFn | None,
+        config: HarlEnvConfig | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.config = config or HarlEnvConfig()
+        if self.config.tracks < 1 or self.config.lam < 1 or not 0.0 <= self.config.rho < 1.0:
+            raise ValueError(f"bad HARL episode shape {self.config}: need tracks >= 1, lam >= 1, 0 <= rho < 1")
+        self.spaces = list(spaces)
+        self.score_fn = score_fn
+        self.value_fn = value_fn
+        self.rng = np.random.default_rng(seed)
+        first = self.spaces[0]
+        track_space = track_observation_space(first.obs_dim, first.action_dim)
+        self.track_ids = [f"{TRACK_PREFIX}{i}" for i in range(self.config.tracks)]
+        self.possible_agents = [SUBGRAPH_AGENT, SKETCH_AGENT, *self.track_ids]
+        self.agents = []
+        self.observation_spaces = {
+            SUBGRAPH_AGENT: bandit_observation_space(),
+            SKETCH_AGENT: bandit_observation_space(),
+            **{aid: track_space for aid in self.track_ids},
+        }
+        self.action_spaces = {
+            SUBGRAPH_AGENT: bandit_action_space(),
+            SKETCH_AGENT: bandit_action_space(),
+            **{aid: gym.spaces.Discrete(first.action_dim) for aid in self.track_ids},
+        }
+        self.subgraph_window = SlidingWindow(len(self.spaces), self.config.subgraph_tau)
+        self.sketch_windows = [SlidingWindow(space.num_sketches, self.config.tau) for space in self.spaces]
+        self._reset_round()
+
+    # ------------------------------------------------------------------ episode state
+    def _reset_round(self) -> None:
+        self.task: int | None = None
+        self.sketch: int | None = None
+        self.states: dict[str, Any] = {}
+        self.scores: dict[str, float] = {}
+        self.live: list[str] = []
+        self.due: set[str] = set()
+        self.track_steps = 0
+        self.stopped_at: dict[str, int] = {}
+        self.visited: dict[Any, Visited] = {}
+        self._window_rewards: dict[str, list[float]] = {}
+        self._window_start_obs: dict[str, dict[str, np.ndarray]] = {}
+        self.advantages: list[dict[str, float]] = []
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        """Start a round. `options={"task": n}` skips the subgraph bandit (single task, or ablation)."""
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self._reset_round()
+        options = options or {}
+        if options.get("task") is not None:
+            self.task = int(options["task"])
+            self.agents = [SKETCH_AGENT]
+            self.due = {SKETCH_AGENT}
+            return {SKETCH_AGENT: self.sketch_windows[self.task].observation()}, {}
+        self.agents = [SUBGRAPH_AGENT]
+        self.due = {SUBGRAPH_AGENT}
+        return {SUBGRAPH_AGENT: self.subgraph_window.observation()}, {}
+
+    def step(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        unexpected = set(action_dict) - self.due
+        missing = self.due - set(action_dict)
+        if unexpected or missing:
+            raise MultiAgentEnvError(
+                f"HarlEnv expected actions for {sorted(self.due)}, got {sorted(action_dict)} "
+                "(don't act for agents that are done or not yet started)"
+            )
+        if SUBGRAPH_AGENT in action_dict:
+            return self._pick_task(int(action_dict[SUBGRAPH_AGENT]))
+        if SKETCH_AGENT in action_dict:
+            return self._pick_sketch(int(action_dict[SKETCH_AGENT]))
+        return self._edit(action_dict)
+
+    # ------------------------------------------------------------------ bandit levels
+    def _pick_task(self, arm: int) -> tuple[dict, dict, dict, dict, dict]:
+        if not 0 <= arm < len(self.spaces):
+            raise MultiAgentEnvError(f"subgraph arm {arm} out of range (workload has {len(self.spaces)} tasks)")
+        self.task = arm
+        self.agents = [SKETCH_AGENT]
+        self.due = {SKETCH_AGENT}
+        obs = {SUBGRAPH_AGENT: self.subgraph_window.observation(), SKETCH_AGENT: self.sketch_windows[arm].observation()}
+        return obs, {SUBGRAPH_AGENT: 0.0}, {SUBGRAPH_AGENT: True, "__all__": False}, {"__all__": False}, {}
+
+    def _pick_sketch(self, arm: int) -> tuple[dict, dict, dict, dict, dict]:
+        space = self.spaces[self.task]
+        if not 0 <= arm < space.num_sketches:
+            raise MultiAgentEnvError(f"sketch arm {arm} out of range (task has {space.num_sketches} sketches)")
+        self.sketch = arm
+        states = [space.random_state(arm, self.rng) for _ in self.track_ids]
+        scores = self.score_fn(self.task, states)
+        obs: dict[str, Any] = {SKETCH_AGENT: self.sketch_windows[self.task].observation()}
+        for aid, state, score in zip(self.track_ids, states, scores):
+            self.states[aid], self.scores[aid] = state, float(score)
+            self._visit(state, float(score))
+            obs[aid] = self._track_obs(aid)
+            self._window_rewards[aid] = []
+            self._window_start_obs[aid] = obs[aid]
+        self.live = list(self.track_ids)
+        self.agents = list(self.track_ids)
+        self.due = set(self.track_ids)
+        return obs, {SKETCH_AGENT: 0.0}, {SKETCH_AGENT: True, "__all__": False}, {"__all__": False}, {}
+
+    # ------------------------------------------------------------------ track level
+    def _track_obs(self, aid: str) -> dict[str, np.ndarray]:
+        space = self.spaces[self.task]
+        state = self.states[aid]
+        return {
+            "action_mask": np.asarray(space.action_mask(state), np.float32),
+            "observations": np.asarray(space.observation(state, self.scores[aid]), np.float32),
+        }
+
+    def _visit(self, state: Any, score: float) -> None:
+        if state.key not in self.visited:
+            self.visited[state.key] = Visited(state, score, self.sketch)
+
+    def _edit(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        space = self.spaces[self.task]
+        acting = [aid for aid in self.live if aid in action_dict]
+        new_states = [space.apply(self.states[aid], int(action_dict[aid])) for aid in acting]
+        new_scores = self.score_fn(self.task, new_states)
+        rewards: dict[str, float] = {}
+        for aid, state, score in zip(acting, new_states, new_scores):
+            old = self.scores[aid]
+            rewards[aid] = float((score - old) / max(abs(old), 1e-6))
+            self.states[aid], self.scores[aid] = state, float(score)
+            self._visit(state, float(score))
+            self._window_rewards[aid].append(rewards[aid])
+        self.track_steps += 1
+        obs = {aid: self._track_obs(aid) for aid in acting}
+
+        stopped: set[str] = set()
+        if self.track_steps >= self.config.max_steps:
+            stopped = set(self.live)
+        elif not self.config.fixed_length and self.track_steps % self.config.lam == 0:
+            stopped = self._adaptive_stop(obs)
+        for aid in stopped:
+            self.stopped_at[aid] = self.track_steps
+        self.live = [aid for aid in self.live if aid not in stopped]
+        self.agents = list(self.live)
+        self.due = set(self.live)
+        done_all = not self.live
+        terminateds = {aid: aid in stopped for aid in acting}
+        terminateds["__all__"] = done_all
+        return obs, rewards, terminateds, {"__all__": False}, {}
+
+    def _adaptive_stop(self, obs: dict[str, dict[str, np.ndarray]]) -> set[str]:
+        """Stop the worst `rho` of the live tracks by critic advantage over the last window."""
+        live = list(self.live)
+        gamma = self.config.gamma
+        starts = [self._window_start_obs[aid] for aid in live]
+        ends = [obs[aid] for aid in live]
+        if self.value_fn is not None:
+            values = np.asarray(self.value_fn(starts + ends), dtype=np.float64)
+            v_start, v_end = values[: len(live)], values[len(live):]
+        else:
+            v_start = v_end = np.zeros(len(live))
+        advantage: dict[str, float] = {}
+        for i, aid in enumerate(live):
+            rewards = self._window_rewards[aid]
+            discounted = sum(r * gamma**j for j, r in enumerate(rewards))
+            advantage[aid] = float(discounted + gamma ** len(rewards) * v_end[i] - v_start[i])
+            self._window_rewards[aid] = []
+            self._window_start_obs[aid] = obs[aid]
+        self.advantages.append(advantage)
+        n_stop = int(np.floor(self.config.rho * len(live)))
+        ranked = sorted(live, key=lambda aid: advantage[aid])
+        stopped = set(ranked[:n_stop])
+        if len(live) - len(stopped) < self.config.min_tracks:
+            stopped = set(live)
+        return stopped
+
+    # ------------------------------------------------------------------ after measurement
+    def record_bandit_rewards(self, task: int, sketch: int, subgraph_reward: float | None, sketch_reward: float) -> None:
+        """Feed the round's measured outcome into the sliding windows the bandits score from."""
+        if subgraph_reward is not None:
+            self.subgraph_window.record(task, subgraph_reward)
+        self.sketch_windows[task].record(sketch, sketch_reward)
+
+    def top_visited(self) -> list[Visited]:
+        """Every schedule visited this round, best predicted first."""
+        return sorted(self.visited.values(), key=lambda v: -v.score)
