@@ -1,0 +1,240 @@
+"""Direct backends for the neutral `LinearModel`: gurobipy, highspy and OR-Tools CP-SAT.
+
+Each backend translates the same rows, minimises one objective from an optional hint and returns
+integer values, so the lexicographic driver in `ilp.py` never sees a solver's own API. Gurobi's
+size-limited licence (pip's gurobipy without a licence file: 2000 variables, 2000 constraints)
+raises errno 10010 from `optimize()`; that is turned into `GurobiSizeLimitError` for the caller
+to fall back on.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hiertune.errors import HiertuneError
+from hiertune.solvers.linear import LinearModel, SolveOutcome
+
+SOLVERS = ("gurobi", "highs", "cpsat")
+GUROBI_SIZE_LIMIT = 2000  # variables and linear constraints allowed without a licence file
+GUROBI_SIZE_LIMIT_ERRNO = 10010  # GRB.Error.SIZE_LIMIT_EXCEEDED
+
+
+class GurobiSizeLimitError(HiertuneError):
+    """The model is bigger than the installed Gurobi licence allows."""
+
+
+@dataclass
+class BackendSettings:
+    """Per-solve limits; `mip_gap=0` because lexicographic fixing needs true optima."""
+
+    time_limit_s: float = 60.0
+    mip_gap: float = 0.0
+    threads: int = 1
+    seed: int = 0
+
+
+def solve_linear(
+    solver: str,
+    model: LinearModel,
+    objective: dict[int, int],
+    settings: BackendSettings,
+    hint: list[int] | None = None,
+) -> SolveOutcome:
+    """Minimise `objective` over `model` with one backend."""
+    if solver == "gurobi":
+        return _solve_gurobi(model, objective, settings, hint)
+    if solver == "highs":
+        return _solve_highs(model, objective, settings, hint)
+    if solver == "cpsat":
+        return _solve_cpsat(model, objective, settings, hint)
+    raise HiertuneError(f"unknown solver {solver!r}; choose one of auto, {', '.join(SOLVERS)}")
+
+
+# ------------------------------------------------------------------------------------ Gurobi
+@functools.lru_cache(maxsize=1)
+def _gurobi_env():
+    import gurobipy as gp
+
+    env = gp.Env(empty=True)
+    env.setParam("OutputFlag", 0)
+    env.start()
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def gurobi_available() -> bool:
+    try:
+        _gurobi_env()
+    except Exception:  # no gurobipy, or a licence file that does not validate
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def gurobi_full_licence() -> bool:
+    """True when Gurobi solves a model just over the size limit (a real licence is installed)."""
+    if not gurobi_available():
+        return False
+    import gurobipy as gp
+
+    m = gp.Model(env=_gurobi_env())
+    m.addVars(GUROBI_SIZE_LIMIT + 1)
+    try:
+        m.optimize()
+    except gp.GurobiError as err:
+        if err.errno == GUROBI_SIZE_LIMIT_ERRNO:
+            return False
+        raise
+    finally:
+        m.dispose()
+    return True
+
+
+def gurobi_fits(model: LinearModel, extra_rows: int = 0) -> bool:
+    """Whether the size-limited licence accepts the model (ranged rows count twice)."""
+    rows = sum(2 if (lo > -math.inf and hi < math.inf and lo != hi) else 1 for _, lo, hi in model.rows)
+    return model.num_vars <= GUROBI_SIZE_LIMIT and rows + extra_rows <= GUROBI_SIZE_LIMIT
+
+
+def _solve_gurobi(model: LinearModel, objective: dict[int, int], settings: BackendSettings,
+                  hint: list[int] | None) -> SolveOutcome:
+    import gurobipy as gp
+    from gurobipy import GRB
+
+    start = time.perf_counter()
+    m = gp.Model(env=_gurobi_env())
+    try:
+        m.Params.TimeLimit = max(settings.time_limit_s, 0.01)
+        m.Params.MIPGap = settings.mip_gap
+        m.Params.Threads = settings.threads
+        m.Params.Seed = settings.seed
+        xs = [
+            m.addVar(lb=lb, ub=ub, vtype=GRB.BINARY if (lb, ub) == (0, 1) else GRB.INTEGER)
+            for lb, ub in zip(model.lb, model.ub)
+        ]
+        for terms, lo, hi in model.rows:
+            expr = gp.LinExpr(list(terms.values()), [xs[v] for v in terms])
+            if lo == hi:
+                m.addLConstr(expr, GRB.EQUAL, lo)
+                continue
+            if lo > -math.inf:
+                m.addLConstr(expr, GRB.GREATER_EQUAL, lo)
+            if hi < math.inf:
+                m.addLConstr(expr, GRB.LESS_EQUAL, hi)
+        m.setObjective(gp.LinExpr(list(objective.values()), [xs[v] for v in objective]), GRB.MINIMIZE)
+        if hint is not None:
+            for var, val in zip(xs, hint):
+                var.Start = val
+        try:
+            m.optimize()
+        except gp.GurobiError as err:
+            if err.errno == GUROBI_SIZE_LIMIT_ERRNO:
+                raise GurobiSizeLimitError(
+                    f"the model ({model.num_vars} variables, {model.num_rows} rows) exceeds the Gurobi "
+                    f"licence's size limit of {GUROBI_SIZE_LIMIT}; install a full licence (grbgetkey) "
+                    "or use --solver cpsat / highs"
+                ) from None
+            raise
+        seconds = time.perf_counter() - start
+        status = m.Status
+        if m.SolCount == 0:
+            return SolveOutcome(None, False, None, seconds, _gurobi_status(status))
+        values = [int(round(v.X)) for v in xs]
+        return SolveOutcome(values, status == GRB.OPTIMAL, model.objective_value(objective, values), seconds,
+                            _gurobi_status(status))
+    finally:
+        m.dispose()
+
+
+def _gurobi_status(code: int) -> str:
+    from gurobipy import GRB
+
+    return {GRB.OPTIMAL: "optimal", GRB.TIME_LIMIT: "time_limit", GRB.INFEASIBLE: "infeasible"}.get(code, f"gurobi:{code}")
+
+
+# ------------------------------------------------------------------------------------- HiGHS
+def _solve_highs(model: LinearModel, objective: dict[int, int], settings: BackendSettings,
+                 hint: list[int] | None) -> SolveOutcome:
+    import highspy
+
+    start = time.perf_counter()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(max(settings.time_limit_s, 0.01)))
+    h.setOptionValue("mip_rel_gap", float(settings.mip_gap))
+    h.setOptionValue("random_seed", int(settings.seed))
+    h.setOptionValue("threads", int(settings.threads))
+    n = model.num_vars
+    inf = highspy.kHighsInf
+    cost = np.zeros(n)
+    for v, c in objective.items():
+        cost[v] = c
+    empty_i = np.zeros(0, dtype=np.int32)
+    h.addCols(n, cost, np.asarray(model.lb, dtype=float), np.asarray(model.ub, dtype=float), 0,
+              empty_i, empty_i, np.zeros(0))
+    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.ones(n, dtype=np.uint8))
+    lower, upper, starts, index, value = [], [], [], [], []
+    for terms, lo, hi in model.rows:
+        lower.append(lo if lo > -math.inf else -inf)
+        upper.append(hi if hi < math.inf else inf)
+        starts.append(len(index))
+        index.extend(terms.keys())
+        value.extend(terms.values())
+    if model.rows:
+        h.addRows(len(model.rows), np.asarray(lower, dtype=float), np.asarray(upper, dtype=float), len(index),
+                  np.asarray(starts, dtype=np.int32), np.asarray(index, dtype=np.int32),
+                  np.asarray(value, dtype=float))
+    if hint is not None:
+        h.setSolution(n, np.arange(n, dtype=np.int32), np.asarray(hint, dtype=float))
+    h.run()
+    seconds = time.perf_counter() - start
+    status = h.getModelStatus()
+    status_name = h.modelStatusToString(status)
+    if h.getInfo().primal_solution_status != 2:  # 2 = feasible
+        return SolveOutcome(None, False, None, seconds, status_name)
+    values = [int(round(v)) for v in h.getSolution().col_value]
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    return SolveOutcome(values, optimal, model.objective_value(objective, values), seconds, status_name)
+
+
+# ------------------------------------------------------------------------------------ CP-SAT
+def _solve_cpsat(model: LinearModel, objective: dict[int, int], settings: BackendSettings,
+                 hint: list[int] | None) -> SolveOutcome:
+    from ortools.sat.python import cp_model
+
+    start = time.perf_counter()
+    m = cp_model.CpModel()
+    xs = [
+        m.new_bool_var("") if (lb, ub) == (0, 1) else m.new_int_var(lb, ub, "")
+        for lb, ub in zip(model.lb, model.ub)
+    ]
+    for terms, lo, hi in model.rows:
+        expr = cp_model.LinearExpr.weighted_sum([xs[v] for v in terms], list(terms.values()))
+        if lo == hi:
+            m.add(expr == int(lo))
+            continue
+        if lo > -math.inf:
+            m.add(expr >= int(lo))
+        if hi < math.inf:
+            m.add(expr <= int(hi))
+    m.minimize(cp_model.LinearExpr.weighted_sum([xs[v] for v in objective], list(objective.values())))
+    if hint is not None:
+        for var, val in zip(xs, hint):
+            m.add_hint(var, int(val))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(max(settings.time_limit_s, 0.01))
+    solver.parameters.num_workers = int(settings.threads)
+    solver.parameters.random_seed = int(settings.seed)
+    solver.parameters.relative_gap_limit = float(settings.mip_gap)
+    status = solver.solve(m)
+    seconds = time.perf_counter() - start
+    name = solver.status_name(status).lower()
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return SolveOutcome(None, False, None, seconds, name)
+    values = [int(solver.value(x)) for x in xs]
+    return SolveOutcome(values, status == cp_model.OPTIMAL, model.objective_value(objective, values), seconds, name)

@@ -1,0 +1,429 @@
+"""The stage-partition ILP: K pipeline stages over an operator DAG, solved lexicographically.
+
+Model (DESIGN.md §4), written once as a neutral `LinearModel` for every backend:
+  binary x[v,k] for each allowed stage k of node v, sum_k x[v,k] = 1;
+  y(v,b) = [s_v <= b] = sum_{k<=b} x[v,k]; precedence, cumulative form: y(u,b) >= y(v,b) per edge;
+  every stage holds at least one node (a pipeline of K real segments);
+  (1) peak      P >= sum_v p_v x[v,k]                         minimise P, then fix P <= P*;
+  (2) off-cache o_k >= sum_v p_v x[v,k] - cache, o_k >= 0       minimise sum o_k, fix <= O*;
+  (3) comm      c[t,b] >= y(u,b) - y(w,b) for every consumer w of tensor t made by u
+                M >= sum_t bytes_t c[t,b] per boundary b         minimise M.
+A tensor is one output of a producer, identified by (producer, bytes): the pipeline ships it
+once per boundary however many later consumers read it. A per-node allowed-stage set (the
+Inc-ILP window) turns most nodes into constants, which is what makes windows small.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass, field
+
+from hiertune.errors import HiertuneError
+from hiertune.solvers.backends import (
+    SOLVERS,
+    BackendSettings,
+    GurobiSizeLimitError,
+    gurobi_available,
+    gurobi_fits,
+    gurobi_full_licence,
+    solve_linear,
+)
+from hiertune.solvers.graph import OpGraph
+from hiertune.solvers.linear import LinearModel
+
+log = logging.getLogger(__name__)
+
+EDGE_TPU_CACHE_BYTES = 8 * 1024**2  # on-chip parameter cache of one Edge TPU
+Objectives = tuple[int, int, int]
+
+
+class PartitionError(HiertuneError):
+    """A partition request or plan that cannot be valid (bad K, broken precedence, empty window)."""
+
+
+@dataclass
+class IlpConfig:
+    """How to solve: backend (`auto` = Gurobi when the model fits its licence, else CP-SAT),
+    the time limit of the whole lexicographic solve, MIP gap (0: the fixing needs optima)."""
+
+    solver: str = "auto"
+    time_limit_s: float = 120.0
+    mip_gap: float = 0.0
+    threads: int = 1
+    cache_bytes: int = EDGE_TPU_CACHE_BYTES
+    seed: int = 0
+
+
+@dataclass
+class PartitionResult:
+    stages: list[int]
+    objectives: Objectives  # (peak param bytes, off-cache bytes, max boundary comm bytes)
+    solve_seconds: float
+    optimal: bool  # every phase proven optimal (within the allowed sets)
+    solver: str
+    num_vars: int = 0
+    num_rows: int = 0
+    phases: list[str] = field(default_factory=list)
+    fallback: str | None = None  # why another solver than the requested one ran
+
+
+# ------------------------------------------------------------------------------ evaluation
+def tensors(graph: OpGraph) -> list[tuple[int, int, list[int]]]:
+    """The graph's tensors as (producer, bytes, consumers); edges of one producer with equal
+    bytes are one tensor read by several consumers."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for e in graph.edges:
+        consumers = groups.setdefault((e.src, e.tensor_bytes), [])
+        if e.dst not in consumers:
+            consumers.append(e.dst)
+    return [(u, b, ws) for (u, b), ws in groups.items()]
+
+
+def check_partition(graph: OpGraph, stages: list[int], num_stages: int) -> None:
+    """Raise PartitionError unless `stages` assigns every node a stage in range, in dependency order."""
+    if len(stages) != graph.num_nodes:
+        raise PartitionError(f"plan has {len(stages)} stages for {graph.num_nodes} nodes of {graph.name!r}")
+    for v, s in enumerate(stages):
+        if not 0 <= s < num_stages:
+            raise PartitionError(f"node {graph.nodes[v].name!r} has stage {s}, outside 0..{num_stages - 1}")
+    for e in graph.edges:
+        if stages[e.src] > stages[e.dst]:
+            raise PartitionError(
+                f"plan breaks a dependency: {graph.nodes[e.src].name!r} (stage {stages[e.src]}) feeds "
+                f"{graph.nodes[e.dst].name!r} (stage {stages[e.dst]})"
+            )
+
+
+def stage_param_bytes(graph: OpGraph, stages: list[int], num_stages: int) -> list[int]:
+    mem = [0] * num_stages
+    for v, s in enumerate(stages):
+        mem[s] += graph.nodes[v].param_bytes
+    return mem
+
+
+def boundary_comm_bytes(graph: OpGraph, stages: list[int], num_stages: int) -> list[int]:
+    """Bytes crossing each boundary b (between stage b and b+1)."""
+    comm = [0] * max(num_stages - 1, 0)
+    for u, nbytes, consumers in tensors(graph):
+        last = max(stages[w] for w in consumers)
+        for b in range(stages[u], last):
+            comm[b] += nbytes
+    return comm
+
+
+def evaluate_partition(
+    graph: OpGraph, stages: list[int], num_stages: int, cache_bytes: int = EDGE_TPU_CACHE_BYTES
+) -> Objectives:
+    """(peak stage param bytes, total off-cache bytes, largest boundary comm bytes) of a valid plan."""
+    check_partition(graph, stages, num_stages)
+    mem = stage_param_bytes(graph, stages, num_stages)
+    comm = boundary_comm_bytes(graph, stages, num_stages)
+    return max(mem), sum(max(0, m - cache_bytes) for m in mem), max(comm, default=0)
+
+
+# ------------------------------------------------------------------------------ the model
+def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] | None) -> list[list[int]]:
+    """Allowed stages per node, tightened by precedence (no feasible plan is lost)."""
+    n = graph.num_nodes
+    if allowed is None:
+        sets = [set(range(num_stages)) for _ in range(n)]
+    else:
+        if len(allowed) != n:
+            raise PartitionError(f"allowed has {len(allowed)} sets for {n} nodes of {graph.name!r}")
+        sets = [{k for k in a if 0 <= k < num_stages} for a in allowed]
+    order = graph.topological_order()
+    pred, succ = graph.predecessors(), graph.successors()
+    lo = [0] * n
+    hi = [num_stages - 1] * n
+    for v in order:
+        if not sets[v]:
+            raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
+        lo[v] = max([min(sets[v])] + [lo[u] for u in pred[v]])
+    for v in reversed(order):
+        hi[v] = min([max(sets[v])] + [hi[w] for w in succ[v]])
+    out = []
+    for v in range(n):
+        ks = sorted(k for k in sets[v] if lo[v] <= k <= hi[v])
+        if not ks:
+            raise PartitionError(
+                f"no stage of node {graph.nodes[v].name!r} is consistent with its dependencies' allowed stages"
+            )
+        out.append(ks)
+    return out
+
+
+@dataclass
+class PartitionModel:
+    """The built model plus the maps from stages to variable values (for hints and decoding)."""
+
+    graph: OpGraph
+    num_stages: int
+    cache_bytes: int
+    allowed: list[list[int]]
+    lm: LinearModel = field(default_factory=LinearModel)
+    x: dict[tuple[int, int], int] = field(default_factory=dict)
+    peak_var: int = -1
+    off_vars: list[int] = field(default_factory=list)
+    comm_vars: dict[tuple[int, int], int] = field(default_factory=dict)  # (tensor index, boundary)
+    max_comm_var: int = -1
+    phase_sizes: list[tuple[int, int]] = field(default_factory=list)  # (vars, rows) after each phase
+
+    def y(self, v: int, b: int) -> tuple[int, dict[int, int]]:
+        """[s_v <= b] as constant + terms."""
+        ks = self.allowed[v]
+        if b >= ks[-1]:
+            return 1, {}
+        if b < ks[0]:
+            return 0, {}
+        return 0, {self.x[v, k]: 1 for k in ks if k <= b}
+
+    def values(self, stages: list[int], phase: int) -> list[int]:
+        """Variable values of the plan `stages` for the first `phase` phases (a solver hint)."""
+        vals = [0] * self.phase_sizes[phase - 1][0]
+        for (v, k), i in self.x.items():
+            vals[i] = int(stages[v] == k)
+        mem = stage_param_bytes(self.graph, stages, self.num_stages)
+        vals[self.peak_var] = max(mem)
+        if phase >= 2:
+            for k, i in enumerate(self.off_vars):
+                vals[i] = max(0, mem[k] - self.cache_bytes)
+        if phase >= 3:
+            tens = tensors(self.graph)
+            for (t, b), i in self.comm_vars.items():
+                u, _, consumers = tens[t]
+                vals[i] = int(stages[u] <= b < max(stages[w] for w in consumers))
+            vals[self.max_comm_var] = max(boundary_comm_bytes(self.graph, stages, self.num_stages), default=0)
+        return vals
+
+    def decode(self, values: list[int]) -> list[int]:
+        stages = [ks[0] for ks in self.allowed]
+        for (v, k), i in self.x.items():
+            if values[i]:
+                stages[v] = k
+        return stages
+
+
+def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list[set[int]] | None) -> PartitionModel:
+    if num_stages < 1:
+        raise PartitionError(f"--stages must be at least 1 (got {num_stages})")
+    if num_stages > graph.num_nodes:
+        raise PartitionError(
+            f"{num_stages} stages need at least as many nodes; {graph.name!r} has {graph.num_nodes}"
+        )
+    K = num_stages
+    pm = PartitionModel(graph, K, cache_bytes, propagate_allowed(graph, K, allowed))
+    lm, A = pm.lm, pm.allowed
+    param = [v.param_bytes for v in graph.nodes]
+    total = sum(param)
+
+    # phase 1: assignment, non-empty stages, precedence, peak
+    fixed_mem = [0] * K
+    fixed_count = [0] * K
+    for v, ks in enumerate(A):
+        if len(ks) == 1:
+            fixed_mem[ks[0]] += param[v]
+            fixed_count[ks[0]] += 1
+            continue
+        for k in ks:
+            pm.x[v, k] = lm.add_var(0, 1, f"x[{v},{k}]")
+        lm.add_row({pm.x[v, k]: 1 for k in ks}, 1, 1)
+    for k in range(K):
+        if fixed_count[k]:
+            continue
+        terms = {i: 1 for (v, kk), i in pm.x.items() if kk == k}
+        if not terms:
+            raise PartitionError(f"stage {k} can hold no node under the allowed stages: widen the window")
+        lm.add_row(terms, 1)
+    for u, w in {(e.src, e.dst) for e in graph.edges}:
+        for b in range(A[w][0], min(A[u][-1], K - 1)):
+            cu, tu = pm.y(u, b)
+            cw, tw = pm.y(w, b)
+            terms = dict(tu)
+            for i, c in tw.items():
+                terms[i] = terms.get(i, 0) - c
+            lm.add_row(terms, cw - cu)  # y(u,b) - y(w,b) >= 0
+    peak_lb = max(max(fixed_mem), -(-total // K), max(param))
+    pm.peak_var = lm.add_var(peak_lb, max(total, peak_lb), "peak")
+    for k in range(K):
+        terms = {pm.peak_var: 1}
+        terms.update({i: -param[v] for (v, kk), i in pm.x.items() if kk == k and param[v]})
+        lm.add_row(terms, fixed_mem[k])
+    pm.phase_sizes.append((lm.num_vars, lm.num_rows))
+
+    # phase 2: off-cache bytes per stage
+    for k in range(K):
+        o = lm.add_var(max(0, fixed_mem[k] - cache_bytes), total, f"off[{k}]")
+        pm.off_vars.append(o)
+        terms = {o: 1}
+        terms.update({i: -param[v] for (v, kk), i in pm.x.items() if kk == k and param[v]})
+        lm.add_row(terms, fixed_mem[k] - cache_bytes)
+    pm.phase_sizes.append((lm.num_vars, lm.num_rows))
+
+    # phase 3: communication across each boundary
+    const_comm = [0] * max(K - 1, 0)
+    comm_terms: list[dict[int, int]] = [{} for _ in range(K - 1)]
+    for t, (u, nbytes, consumers) in enumerate(tensors(graph)):
+        if nbytes == 0:
+            continue
+        for b in range(K - 1):
+            cu, tu = pm.y(u, b)
+            crossings = []
+            certain = False
+            for w in consumers:
+                cw, tw = pm.y(w, b)
+                terms = dict(tu)
+                for i, c in tw.items():
+                    terms[i] = terms.get(i, 0) - c
+                terms = {i: c for i, c in terms.items() if c}
+                const = cu - cw
+                if not terms:
+                    certain = certain or const >= 1
+                    continue
+                crossings.append((terms, const))
+            if certain:
+                const_comm[b] += nbytes
+                continue
+            if not crossings:
+                continue
+            c = lm.add_var(0, 1, f"c[{t},{b}]")
+            pm.comm_vars[t, b] = c
+            for terms, const in crossings:  # c - (y_u - y_w) >= const
+                row = {c: 1}
+                for i, coef in terms.items():
+                    row[i] = row.get(i, 0) - coef
+                lm.add_row(row, const)
+            comm_terms[b][c] = nbytes
+    max_const = max(const_comm, default=0)
+    pm.max_comm_var = lm.add_var(max_const, max(sum(b for _, b, _ in tensors(graph)), max_const), "max_comm")
+    for b in range(K - 1):
+        row = {pm.max_comm_var: 1}
+        row.update({i: -nb for i, nb in comm_terms[b].items()})
+        lm.add_row(row, const_comm[b])
+    pm.phase_sizes.append((lm.num_vars, lm.num_rows))
+    return pm
+
+
+def _phase_model(pm: PartitionModel, phase: int, bounds: list[tuple[dict[int, int], int]]) -> LinearModel:
+    nv, nr = pm.phase_sizes[phase - 1]
+    lm = LinearModel(pm.lm.lb[:nv], pm.lm.ub[:nv], pm.lm.names[:nv], pm.lm.rows[:nr])
+    for terms, hi in bounds:
+        lm.add_row(terms, hi=hi)
+    return lm
+
+
+# ------------------------------------------------------------------------------ solving
+def choose_solver(requested: str, pm: PartitionModel) -> tuple[str, str | None]:
+    """Resolve `auto` and an unusable Gurobi to a backend; the second value says why it changed."""
+    if requested not in ("auto", *SOLVERS):
+        raise HiertuneError(f"unknown solver {requested!r}; choose one of auto, {', '.join(SOLVERS)}")
+    if requested not in ("auto", "gurobi"):
+        return requested, None
+    if not gurobi_available():
+        why = "gurobipy is not installed or its licence does not validate; using CP-SAT"
+        return "cpsat", (why if requested == "gurobi" else None)
+    if gurobi_fits(pm.lm, extra_rows=2) or gurobi_full_licence():
+        return "gurobi", None
+    if requested == "auto":
+        return "cpsat", None
+    return "gurobi", None  # try it: errno 10010 decides and triggers the fallback
+
+
+def solve_partition(
+    graph: OpGraph,
+    num_stages: int,
+    config: IlpConfig | None = None,
+    allowed: list[set[int]] | None = None,
+    hint: list[int] | None = None,
+) -> PartitionResult:
+    """Lexicographically optimal K-stage partition within the allowed stage sets."""
+    config = config or IlpConfig()
+    start = time.perf_counter()
+    pm = build_model(graph, num_stages, config.cache_bytes, allowed)
+    solver, fallback = choose_solver(config.solver, pm)
+    if fallback:
+        _warn(fallback)
+    if hint is not None:
+        check_partition(graph, hint, num_stages)
+        if any(hint[v] not in ks for v, ks in enumerate(pm.allowed)):
+            hint = None  # outside the window: useless as a start
+    try:
+        stages, objectives, optimal, phases = _lexicographic(pm, solver, config, start, hint)
+    except GurobiSizeLimitError as err:
+        fallback = f"{err}; falling back to CP-SAT"
+        _warn(fallback)
+        solver = "cpsat"
+        stages, objectives, optimal, phases = _lexicographic(pm, solver, config, start, hint)
+    return PartitionResult(
+        stages=stages,
+        objectives=objectives,
+        solve_seconds=time.perf_counter() - start,
+        optimal=optimal,
+        solver=solver,
+        num_vars=pm.lm.num_vars,
+        num_rows=pm.lm.num_rows,
+        phases=phases,
+        fallback=fallback,
+    )
+
+
+def _warn(message: str) -> None:
+    log.warning(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _lexicographic(
+    pm: PartitionModel, solver: str, config: IlpConfig, start: float, hint: list[int] | None
+) -> tuple[list[int], Objectives, bool, list[str]]:
+    graph, K, cache = pm.graph, pm.num_stages, pm.cache_bytes
+    deadline = start + config.time_limit_s
+    bounds: list[tuple[dict[int, int], int]] = []
+    stages = hint
+    optimal = True
+    phases: list[str] = []
+    objective_of_phase = [
+        {pm.peak_var: 1},
+        {o: 1 for o in pm.off_vars},
+        {pm.max_comm_var: 1},
+    ]
+    for phase in (1, 2, 3):
+        if stages is not None:
+            current = evaluate_partition(graph, stages, K, cache)
+            if phase == 2 and current[1] == max(0, graph.total_param_bytes - K * cache):
+                phases.append("off-cache: at its lower bound")
+                bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
+                continue
+        lm = _phase_model(pm, phase, bounds)
+        settings = BackendSettings(
+            time_limit_s=max(deadline - time.perf_counter(), 0.5),
+            mip_gap=config.mip_gap,
+            threads=config.threads,
+            seed=config.seed,
+        )
+        out = solve_linear(solver, lm, objective_of_phase[phase - 1], settings,
+                           pm.values(stages, phase) if stages is not None else None)
+        phases.append(f"{('peak', 'off-cache', 'comm')[phase - 1]}: {out.status} {out.seconds:.2f}s")
+        if out.values is None:
+            if stages is None:
+                raise PartitionError(
+                    f"{solver} found no partition of {graph.name!r} into {K} stages within "
+                    f"{config.time_limit_s:g} s; raise the time limit or use Inc-ILP (--gamma)"
+                )
+            optimal = False
+        else:
+            new = pm.decode(out.values)
+            if stages is None or _better(evaluate_partition(graph, new, K, cache), current, phase):
+                stages = new
+            optimal = optimal and out.optimal
+        current = evaluate_partition(graph, stages, K, cache)
+        if phase == 1:
+            pm.lm.ub[pm.peak_var] = min(pm.lm.ub[pm.peak_var], current[0])
+        elif phase == 2:
+            bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
+    assert stages is not None
+    return stages, evaluate_partition(graph, stages, K, cache), optimal, phases
+
+
+def _better(a: Objectives, b: Objectives, phase: int) -> bool:
+    return a[:phase] <= b[:phase]
