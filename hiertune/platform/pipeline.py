@@ -226,8 +226,11 @@ def _dead_stage(actors: list[Any], err: Exception) -> int | None:
 
 def run_pipeline(manifest: SegmentManifest, root: str | Path, feeds: list[dict[int, np.ndarray]],
                  config: PipelineConfig | None = None,
-                 on_result: Callable[[int, dict[str, Any]], None] | None = None) -> PipelineResult:
-    """Stream `feeds` through one actor per stage (Ray must be initialised); stops on a dead stage."""
+                 on_result: Callable[[int, dict[str, Any], list[Any]], None] | None = None) -> PipelineResult:
+    """Stream `feeds` through one actor per stage (Ray must be initialised); stops on a dead stage.
+
+    `on_result(i, item, actors)` is called as each input leaves the pipe (progress bars, tests).
+    """
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
@@ -281,7 +284,7 @@ def run_pipeline(manifest: SegmentManifest, root: str | Path, feeds: list[dict[i
             e2e.append((item["t_end"] - item["t0"]) * 1e3)
             outputs.append({t.index: item["tensors"][t.index] for t in manifest.model_outputs})
             if on_result is not None:
-                on_result(i, item)
+                on_result(i, item, actors)
         wall = time.perf_counter() - t_start
     except (RayActorError, RayTaskError) as err:
         stage = _dead_stage(actors, err)
