@@ -1,0 +1,155 @@
+"""Inc-ILP: an initial partition (pointer net) narrows the exact ILP to a window around its cuts.
+
+Nodes far from every stage boundary of a good initial plan rarely move in the optimum, so they
+are fixed to their initial stage and only a window is solved exactly. The window, per boundary
+b of the initial plan: over the edges that cross b, take the earliest ASAP level of a source and
+the latest ASAP level of a sink; every node whose level lies within `gamma` of that range is
+re-opened (any stage its fixed neighbours allow). gamma = inf re-opens everything: the exact ILP.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hiertune.errors import HiertuneError
+from hiertune.solvers.baselines import libcoral_partition
+from hiertune.solvers.graph import OpGraph
+from hiertune.solvers.ilp import IlpConfig, Objectives, check_partition, evaluate_partition, solve_partition
+
+log = logging.getLogger(__name__)
+
+INITIAL_SOURCES = ("auto", "pointer", "libcoral", "given")
+
+
+class Scheduler(Protocol):
+    def partition(self, graph: OpGraph, num_stages: int) -> list[int]: ...
+
+
+@dataclass
+class IncIlpConfig:
+    """gamma: window half-width in ASAP levels (math.inf = exact ILP). initial: where the initial
+    plan comes from (`auto` = the pointer net when its checkpoint loads, else the plan passed in,
+    else libcoral's split)."""
+
+    gamma: float = 10
+    initial: str = "auto"
+    ilp: IlpConfig = field(default_factory=IlpConfig)
+
+
+@dataclass
+class IncIlpResult:
+    stages: list[int]
+    objectives: Objectives
+    solve_seconds: float  # the window's exact solve
+    init_seconds: float  # producing the initial plan (pointer-net inference)
+    optimal: bool  # optimal within the window
+    solver: str
+    window_size: int  # re-opened nodes
+    num_nodes: int
+    gamma: float
+    initial_source: str
+    initial_stages: list[int]
+    initial_objectives: Objectives  # the RL-only plan's objectives
+    num_vars: int = 0
+    fallback: str | None = None
+
+    @property
+    def total_seconds(self) -> float:
+        return self.solve_seconds + self.init_seconds
+
+
+@functools.lru_cache(maxsize=1)
+def default_scheduler() -> Any | None:
+    """The shipped pointer net, or None when it is not importable or has no checkpoint yet."""
+    try:
+        from hiertune.policies.pointer_net import load_default_scheduler
+
+        return load_default_scheduler()
+    except (ImportError, HiertuneError, OSError) as err:
+        log.info("pointer net unavailable (%s); Inc-ILP starts from another plan", err)
+        return None
+
+
+def initial_partition(
+    graph: OpGraph, num_stages: int, source: str = "auto", given: list[int] | None = None,
+    scheduler: Scheduler | None = None,
+) -> tuple[list[int], str]:
+    """The initial plan and where it came from."""
+    if source not in INITIAL_SOURCES:
+        raise HiertuneError(f"initial plan source {source!r} is unknown; use one of {', '.join(INITIAL_SOURCES)}")
+    if source == "given":
+        if given is None:
+            raise HiertuneError("initial='given' needs an initial plan (a stage per node)")
+        check_partition(graph, given, num_stages)
+        return list(given), "given"
+    if source in ("auto", "pointer"):
+        sched = scheduler or default_scheduler()
+        if sched is not None:
+            stages = sched.partition(graph, num_stages)
+            check_partition(graph, stages, num_stages)
+            return stages, "pointer"
+        if source == "pointer":
+            raise HiertuneError(
+                "the pointer-net checkpoint is not available; train it "
+                "(python -m hiertune.policies.train_pointer_net) or use initial='libcoral'"
+            )
+        if given is not None:
+            check_partition(graph, given, num_stages)
+            return list(given), "given"
+    return libcoral_partition(graph, num_stages), "libcoral"
+
+
+def relaxation_window(graph: OpGraph, stages: list[int], gamma: float) -> set[int]:
+    """Nodes re-opened around the boundaries of `stages` (see the module docstring)."""
+    if gamma < 0:
+        raise HiertuneError(f"gamma must be >= 0 (got {gamma}); use math.inf for the exact ILP")
+    if math.isinf(gamma):
+        return set(range(graph.num_nodes))
+    level = graph.asap_levels()
+    ranges: dict[int, tuple[int, int]] = {}
+    for e in graph.edges:
+        for b in range(stages[e.src], stages[e.dst]):  # the edge crosses boundaries src..dst-1
+            lo, hi = ranges.get(b, (level[e.src], level[e.dst]))
+            ranges[b] = (min(lo, level[e.src]), max(hi, level[e.dst]))
+    window: set[int] = set()
+    for lo, hi in ranges.values():
+        window.update(v for v, lv in enumerate(level) if lo - gamma <= lv <= hi + gamma)
+    return window
+
+
+def inc_ilp(
+    graph: OpGraph,
+    num_stages: int,
+    config: IncIlpConfig | None = None,
+    initial: list[int] | None = None,
+    scheduler: Scheduler | None = None,
+) -> IncIlpResult:
+    """Initial plan -> window -> exact lexicographic solve of the window with the rest fixed."""
+    config = config or IncIlpConfig()
+    t0 = time.perf_counter()
+    init, source = initial_partition(graph, num_stages, config.initial, initial, scheduler)
+    init_seconds = time.perf_counter() - t0
+    window = relaxation_window(graph, init, config.gamma)
+    allowed = [set(range(num_stages)) if v in window else {init[v]} for v in range(graph.num_nodes)]
+    result = solve_partition(graph, num_stages, config.ilp, allowed=allowed, hint=init)
+    return IncIlpResult(
+        stages=result.stages,
+        objectives=result.objectives,
+        solve_seconds=result.solve_seconds,
+        init_seconds=init_seconds,
+        optimal=result.optimal,
+        solver=result.solver,
+        window_size=len(window),
+        num_nodes=graph.num_nodes,
+        gamma=config.gamma,
+        initial_source=source,
+        initial_stages=init,
+        initial_objectives=evaluate_partition(graph, init, num_stages, config.ilp.cache_bytes),
+        num_vars=result.num_vars,
+        fallback=result.fallback,
+    )
