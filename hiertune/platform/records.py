@@ -31,7 +31,7 @@ class MeasureRecord:
 
     task: str
     key: str
-    record: Any  # TuningRecord.as_json(): [workload_index, [trace, run_secs, target, args_info]]
+    record: Any  # TuningRecord.as_json(): [trace, run_secs, target, args_info]
     latencies_s: list[float] | None
     error: str | None = None
     build_s: float = 0.0
@@ -166,8 +166,8 @@ class RecordStore:
             if not m.ok or m.task not in by_task:
                 continue
             workload = by_task[m.task]
-            _, (trace_json, _, target_json, args_json) = m.record
-            record = ms.database.TuningRecord.from_json([0, [trace_json, m.latencies_s, target_json, args_json]], workload)
+            trace_json, _, target_json, args_json = m.record
+            record = ms.database.TuningRecord.from_json([trace_json, m.latencies_s, target_json, args_json], workload)
             db.commit_tuning_record(record)
         return db
 

@@ -102,36 +102,49 @@ class Measurer:
     def ready(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "target": str(self.target), "device": self.config.device}
 
-    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
-        """Build all inputs, then time those that built; one result per input, failures included."""
+    def build(self, mods: list[Any]) -> list[tuple[str | None, str | None]]:
+        """(artifact path, None) or (None, error) per module; a builder crash fails the batch."""
         from tvm.s_tir import meta_schedule as ms
 
+        try:
+            builds = self.builder.build([ms.builder.BuilderInput(mod, self.target) for mod in mods])
+        except Exception as err:  # noqa: BLE001 - a builder crash fails this batch, not the run
+            return [(None, f"build crashed: {_short_error(err)}") for _ in mods]
+        return [
+            (b.artifact_path, None) if b.error_msg is None else (None, f"build: {_short_error(b.error_msg)}")
+            for b in builds
+        ]
+
+    def run(self, artifact_path: str, args_info: list[Any]) -> tuple[list[float] | None, str | None]:
+        """Time one built artifact, then delete it; errors are returned, never raised."""
+        from tvm.s_tir import meta_schedule as ms
+
+        try:
+            (future,) = self.runner.run([ms.runner.RunnerInput(artifact_path, self.device_type, args_info)])
+            result = future.result()
+            if result.error_msg is not None:
+                return None, f"run: {_short_error(result.error_msg)}"
+            return [float(x) for x in result.run_secs], None
+        except Exception as err:  # noqa: BLE001 - a runner crash fails this candidate only
+            return None, f"run crashed: {_short_error(err)}"
+        finally:
+            shutil.rmtree(os.path.dirname(artifact_path), ignore_errors=True)
+
+    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        """Build all inputs, then time those that built; one result per input, failures included."""
         if not inputs:
             return []
         start = time.perf_counter()
-        try:
-            builds = self.builder.build([ms.builder.BuilderInput(i.mod, self.target) for i in inputs])
-        except Exception as err:  # noqa: BLE001 - a builder crash fails this batch, not the run
-            return [MeasureResult(None, f"build crashed: {_short_error(err)}") for _ in inputs]
+        builds = self.build([i.mod for i in inputs])
         build_s = (time.perf_counter() - start) / len(inputs)
-
         results: list[MeasureResult] = []
-        for inp, build in zip(inputs, builds):
-            if build.error_msg is not None:
-                results.append(MeasureResult(None, f"build: {_short_error(build.error_msg)}", build_s))
+        for inp, (artifact, error) in zip(inputs, builds):
+            if artifact is None:
+                results.append(MeasureResult(None, error, build_s))
                 continue
             t0 = time.perf_counter()
-            try:
-                (future,) = self.runner.run(
-                    [ms.runner.RunnerInput(build.artifact_path, self.device_type, inp.args_info)]
-                )
-                run = future.result()
-                error = None if run.error_msg is None else f"run: {_short_error(run.error_msg)}"
-                latencies = [float(x) for x in run.run_secs] if run.run_secs is not None and error is None else None
-            except Exception as err:  # noqa: BLE001 - a runner crash fails this candidate only
-                latencies, error = None, f"run crashed: {_short_error(err)}"
+            latencies, error = self.run(artifact, inp.args_info)
             results.append(MeasureResult(latencies, error, build_s, time.perf_counter() - t0))
-            shutil.rmtree(os.path.dirname(build.artifact_path), ignore_errors=True)
         return results
 
 
