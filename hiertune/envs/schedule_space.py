@@ -1,0 +1,470 @@
+"""One task's HARL schedule space over MetaSchedule: sketches, schedule states, edits, observations.
+
+A *sketch* is one of MetaSchedule's design spaces for the task (post-order-apply of the target's
+schedule rules). A *schedule state* is a sketch plus its sampling decisions
+(SamplePerfectTile / SampleCategorical / SampleComputeLocation, in trace order) plus the value of
+the root block's `meta_schedule.parallel` annotation; it holds the replayed, post-processed
+`s_tir.Schedule`. Every new state is made the same way: the sketch's instructions with the
+decisions, replayed on a fresh schedule, then the context's postprocs. Replay silently repairs
+invalid decisions, so decisions are always read back from the replayed trace.
+
+Edits (layout and decoding in `edit_actions`):
+* tile-size: move the smallest prime factor of one tile level to another level of the same loop;
+  the product stays the loop extent; the innermost level respects `max_innermost_factor`.
+* compute-at: step to the previous / next legal location of a SampleComputeLocation. MetaSchedule
+  keeps the legal list in C++ (unit loops and reduction loops excluded) and rounds an illegal
+  decision down to the nearest legal one, so -1 is a single replay at `decision - 1` and +1 probes
+  `decision + 1, + 2, ...` until the read-back decision moves up.
+* parallel: the sketch annotates the root with `meta_schedule.parallel = 16 * cores`;
+  `RewriteParallelVectorizeUnroll` then fuses the leading data-parallel loops of each block until
+  their product exceeds that value, and parallelises the fused loop. The edit changes the number
+  of fused loops of the *anchor* block (the multi-level-tiled one) by one step: it sets the
+  annotation (unannotate + annotate on the root, recorded in the trace, so records replay it) to
+  the smallest value on the ladder of prefix products of the anchor's outer loop extents that
+  gives the next larger / smaller fused count. The count actually fused is read back from the
+  post-processed trace; an edit that does not change it is invalid. Tile edits keep the value
+  (MetaSchedule's semantics: the count then follows the new extents).
+* auto-unroll: step the SampleCategorical index (unroll candidates, e.g. [0, 16, 64, 512]).
+
+An edit whose replay or postproc fails returns the unchanged state (a no-op) and is remembered,
+so `action_mask` hides it from then on; the mask also hides edits that are illegal on their face.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hiertune.envs import edit_actions as ea
+from hiertune.envs import tir_loops
+from hiertune.errors import HiertuneError
+
+SAMPLE_TILE = "SamplePerfectTile"
+SAMPLE_CATEGORICAL = "SampleCategorical"
+SAMPLE_LOCATION = "SampleComputeLocation"
+PARALLEL_ANN = "meta_schedule.parallel"
+
+ACTION_DIM = ea.ACTION_DIM
+# Observation layout (all entries roughly in [0, 1]):
+#   tile levels   MAX_TILE_INSTS x MAX_TILE_LEVELS  log2(factor) / log2(loop extent)
+#   loop extents  MAX_TILE_INSTS                    log2(extent) / 16        (task shape)
+#   compute-at    MAX_COMPUTE_AT                    (location + 2) / (loop depth + 1)
+#   parallel      2                                 fused loops / anchor loops, log2(parallel extent) / 16
+#   unroll        MAX_CATEGORICAL                   index / (candidates - 1)
+#   sketch        2                                 index / (sketches - 1), sketches / 16
+#   task          2                                 log2(FLOPs) / 40, anchor loops / 32
+#   score         1                                 the cost model's score (passed in)
+OBS_TILE = ea.MAX_TILE_INSTS * ea.MAX_TILE_LEVELS
+OBS_DIM = OBS_TILE + ea.MAX_TILE_INSTS + ea.MAX_COMPUTE_AT + 2 + ea.MAX_CATEGORICAL + 2 + 2 + 1
+
+
+@dataclass(frozen=True)
+class SpaceConfig:
+    """Knobs of a schedule space."""
+
+    seed: int = 0
+    random_fill_tries: int = 16  # random fills whose postproc fails are redrawn this often
+    memo_size: int = 4096  # (state, action) -> next state cache; tracks revisit states
+    num_threads: int = 1  # TuneContext threads (feature extraction)
+
+
+def _py(value: Any) -> Any:
+    """A TVM decision as plain Python: ints and tuples of ints."""
+    if hasattr(value, "value"):
+        return int(value.value)
+    if isinstance(value, (list, tuple)) or hasattr(value, "__len__"):
+        return tuple(_py(v) for v in value)
+    return int(value)
+
+
+def _tvm_decision(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass
+class Sketch:
+    """Static facts of one design space, read once from its trace."""
+
+    index: int
+    insts: list[Any]  # the design-space trace's instructions (no postproc)
+    sample_kinds: tuple[str, ...]  # kind of every sampling instruction, trace order
+    tile_slots: list[int]  # positions (into the decision tuple) of SamplePerfectTile
+    tile_max_innermost: list[int]
+    cat_slots: list[int]
+    cat_sizes: list[int]
+    loc_slots: list[int]
+    anchor: str | None  # block whose outer loops the parallel edit counts
+    parallel_default: int | None  # the sketch's meta_schedule.parallel value (None: no annotation)
+    kinds: tuple[str, ...]  # every instruction kind, for matching records to sketches
+    default_decisions: tuple[Any, ...]
+
+
+@dataclass(eq=False)
+class ScheduleState:
+    """A sketch, its decisions (read back from the replay) and the post-processed schedule."""
+
+    sketch: int
+    decisions: tuple[Any, ...]  # every sampling decision, trace order (tiles as tuples)
+    parallel_extent: int | None  # override of meta_schedule.parallel; None = the sketch's value
+    parallel_counts: tuple[int, ...]  # loops fused per root child block (read from the postproc trace)
+    anchor_fused: int  # loops fused into the anchor block's parallel loop
+    anchor_extents: tuple[int, ...]  # the anchor's loop extents before postproc (outermost first)
+    ladder: dict[int, int]  # fused count -> annotation value (from the anchor's loops)
+    sch: Any  # s_tir.Schedule after postprocs
+    key: tuple = field(init=False)
+    invalid: set[int] = field(default_factory=set)  # actions that failed from this state
+
+    def __post_init__(self) -> None:
+        self.key = (self.sketch, self.decisions, self.parallel_counts)
+
+    @property
+    def trace(self) -> Any:
+        """The full trace (decisions + postproc) as MetaSchedule's database stores it."""
+        return self.sch.trace
+
+    @property
+    def mod(self) -> Any:
+        return self.sch.mod
+
+    @property
+    def args_info(self) -> list[Any]:
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.arg_info.ArgInfo.from_prim_func(self.sch.mod["main"])
+
+
+class ScheduleSpace:
+    """Sketches of one task and the HARL edits between schedule states."""
+
+    obs_dim = OBS_DIM
+    action_dim = ACTION_DIM
+
+    def __init__(self, mod: Any, target: Any, *, seed: int = 0, config: SpaceConfig | None = None) -> None:
+        from hiertune.platform.tvm_support import prepare_tvm
+
+        prepare_tvm()
+        import tvm
+        from tvm.s_tir import meta_schedule as ms
+
+        self.config = config or SpaceConfig(seed=seed)
+        if isinstance(mod, tvm.tirx.PrimFunc):
+            mod = tvm.IRModule({"main": mod})
+        if not isinstance(mod, tvm.IRModule) or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
+            raise HiertuneError("schedule space: the task must be a PrimFunc or an IRModule with a 'main' PrimFunc")
+        self.target = target
+        self.ctx = ms.TuneContext(
+            mod=mod, target=target, space_generator="post-order-apply",
+            search_strategy="evolutionary", num_threads=self.config.num_threads, rand_state=seed,
+        )
+        self.mod = self.ctx.mod
+        self.postprocs = list(self.ctx.space_generator.postprocs)
+        spaces = self.ctx.generate_design_space()
+        if not spaces:
+            raise HiertuneError(f"target {target.kind.name}: MetaSchedule generated no sketch for this task")
+        self.sketches = [self._read_sketch(i, s) for i, s in enumerate(spaces)]
+        self.flops = float(tvm.s_tir.analysis.estimate_tir_flops(self.mod))
+        self._memo: OrderedDict[tuple, ScheduleState | None] = OrderedDict()
+        self.stats = {"replays": 0, "failed": 0}
+
+    @property
+    def num_sketches(self) -> int:
+        return len(self.sketches)
+
+    # ------------------------------------------------------------------ sketches
+    def _read_sketch(self, index: int, space: Any) -> Sketch:
+        trace = space.trace
+        insts = list(trace.insts)
+        kinds, tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots, defaults = [], [], [], [], [], [], []
+        block_names: dict[int, str] = {}
+        loop_block: dict[int, str] = {}
+        anchor = None
+        parallel_default = None
+        for inst in insts:
+            kind = inst.kind.name
+            if kind == "GetSBlock":
+                block_names[hash(inst.outputs[0])] = str(inst.attrs[0])
+            elif kind == "GetLoops":
+                for rv in inst.outputs:
+                    loop_block[hash(rv)] = block_names.get(hash(inst.inputs[0]), "")
+            elif kind == "Annotate" and str(inst.attrs[0]) == PARALLEL_ANN:
+                parallel_default = int(_py(inst.inputs[1]))
+            if not kind.startswith("Sample"):
+                continue
+            slot = len(kinds)
+            kinds.append(kind)
+            defaults.append(_py(trace.get_decision(inst)))
+            if kind == SAMPLE_TILE:
+                tile_slots.append(slot)
+                tile_inner.append(int(_py(inst.attrs[1])))
+                if anchor is None:
+                    anchor = loop_block.get(hash(inst.inputs[0])) or None
+            elif kind == SAMPLE_CATEGORICAL:
+                cat_slots.append(slot)
+                cat_sizes.append(len(inst.attrs[0]))
+            elif kind == SAMPLE_LOCATION:
+                loc_slots.append(slot)
+        if anchor is None:  # no tiling (e.g. an elementwise sketch): the block with most loops
+            func = space.mod["main"]
+            names = [n for n in tir_loops.root_child_block_names(func)]
+            depth = {n: len(tir_loops.loops_above(func, n) or []) for n in names}
+            anchor = max(names, key=lambda n: depth[n]) if names else None
+        return Sketch(
+            index=index, insts=insts, sample_kinds=tuple(kinds), tile_slots=tile_slots,
+            tile_max_innermost=tile_inner, cat_slots=cat_slots, cat_sizes=cat_sizes, loc_slots=loc_slots,
+            anchor=anchor, parallel_default=parallel_default,
+            kinds=tuple(i.kind.name for i in insts), default_decisions=tuple(defaults),
+        )
+
+    # ------------------------------------------------------------------ replay
+    def _apply(self, sk: Sketch, decisions: Sequence[Any] | None, seed: int) -> Any | None:
+        """Replay the sketch with these decisions (None: sample fresh ones) before postproc."""
+        from tvm import s_tir
+
+        if decisions is None:
+            given = {}
+        else:
+            samples = [i for i in sk.insts if i.kind.name.startswith("Sample")]
+            given = {inst: _tvm_decision(d) for inst, d in zip(samples, decisions)}
+        trace = s_tir.schedule.Trace(sk.insts, given)
+        sch = s_tir.Schedule(self.mod, seed=seed, debug_mask="none", error_render_level="none")
+        self.stats["replays"] += 1
+        try:
+            trace.apply_to_schedule(sch, remove_postproc=True)
+        except Exception:  # noqa: BLE001 - any schedule error means "not a valid schedule"
+            return None
+        return sch
+
+    @staticmethod
+    def _read_decisions(sch: Any) -> tuple[Any, ...]:
+        trace = sch.trace
+        return tuple(_py(trace.get_decision(i)) for i in trace.insts if i.kind.name.startswith("Sample"))
+
+    def _finish(self, sk: Sketch, sch: Any, parallel_extent: int | None) -> ScheduleState | None:
+        """Parallel override, postprocs and read-back of a replayed schedule."""
+        decisions = self._read_decisions(sch)
+        func = sch.mod["main"]
+        loops = tir_loops.loops_above(func, sk.anchor) if sk.anchor else None
+        infos = tir_loops.loop_infos(loops) if loops else []
+        ladder = tir_loops.parallel_ladder(infos) if sk.parallel_default is not None else {}
+        try:
+            if parallel_extent is not None and sk.parallel_default is not None:
+                root = sch.get_sblock("root")
+                sch.unannotate(root, PARALLEL_ANN)
+                sch.annotate(root, PARALLEL_ANN, int(parallel_extent))
+            sch.enter_postproc()
+            for postproc in self.postprocs:
+                if not postproc.apply(sch):
+                    return None
+        except Exception:  # noqa: BLE001 - a postproc that throws rejects the schedule
+            return None
+        counts = tuple(tir_loops.postproc_parallel_counts(sch.trace))
+        extents = [i.extent or 1 for i in infos]
+        anchor_fused = tir_loops.fused_prefix(sch.mod["main"], sk.anchor, extents) if sk.anchor else 0
+        return ScheduleState(
+            sketch=sk.index, decisions=decisions, parallel_extent=parallel_extent,
+            parallel_counts=counts, anchor_fused=anchor_fused,
+            anchor_extents=tuple(i.extent or 1 for i in infos), ladder=ladder, sch=sch,
+        )
+
+    def replay(self, sketch: int, decisions: Sequence[Any] | None, parallel_extent: int | None = None,
+               seed: int = 1) -> ScheduleState | None:
+        """The state of `sketch` with these decisions (None if replay or a postproc fails)."""
+        sk = self.sketches[sketch]
+        sch = self._apply(sk, decisions, seed)
+        state = None if sch is None else self._finish(sk, sch, parallel_extent)
+        if state is None:
+            self.stats["failed"] += 1
+        return state
+
+    def random_state(self, sketch: int, rng: np.random.Generator) -> ScheduleState:
+        """A random fill of a sketch: its trace replayed with fresh random decisions."""
+        if not 0 <= sketch < self.num_sketches:
+            raise HiertuneError(f"sketch {sketch} out of range: this task has {self.num_sketches}")
+        for _ in range(self.config.random_fill_tries):
+            state = self.replay(sketch, None, None, seed=int(rng.integers(1, 2**31 - 1)))
+            if state is not None:
+                return state
+        raise HiertuneError(
+            f"sketch {sketch}: no valid random fill in {self.config.random_fill_tries} tries; "
+            "the task may not suit this target"
+        )
+
+    # ------------------------------------------------------------------ edits
+    def action_mask(self, state: ScheduleState) -> np.ndarray:
+        """Which of the ACTION_DIM actions are legal from `state` (no-op always is)."""
+        sk = self.sketches[state.sketch]
+        mask = np.zeros(ACTION_DIM, dtype=bool)
+        mask[ea.NOOP] = True
+        d = state.decisions
+        for i, slot in enumerate(sk.tile_slots[: ea.MAX_TILE_INSTS]):
+            factors = d[slot]
+            if len(factors) > ea.MAX_TILE_LEVELS:
+                continue
+            for src in range(len(factors)):
+                if factors[src] < 2:
+                    continue
+                for dst in range(len(factors)):
+                    if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i]):
+                        mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst))] = True
+        depth = len(state.anchor_extents) + 8
+        for j, slot in enumerate(sk.loc_slots[: ea.MAX_COMPUTE_AT]):
+            loc = d[slot]
+            mask[ea.encode(ea.Edit("compute_at", inst=j, delta=-1))] = loc > -2
+            mask[ea.encode(ea.Edit("compute_at", inst=j, delta=1))] = loc < depth
+        if state.ladder:
+            counts = sorted(state.ladder)
+            mask[ea.PARALLEL_OFFSET] = any(c < state.anchor_fused for c in counts)
+            mask[ea.PARALLEL_OFFSET + 1] = any(c > state.anchor_fused for c in counts)
+        for j, (slot, size) in enumerate(zip(sk.cat_slots[: ea.MAX_CATEGORICAL], sk.cat_sizes)):
+            mask[ea.encode(ea.Edit("unroll", inst=j, delta=-1))] = d[slot] > 0
+            mask[ea.encode(ea.Edit("unroll", inst=j, delta=1))] = d[slot] < size - 1
+        for a in state.invalid:
+            mask[a] = False
+        return mask
+
+    def apply(self, state: ScheduleState, action: int) -> ScheduleState:
+        """The state after one edit; the same state object when the edit is a no-op or invalid."""
+        action = int(action)
+        if action == ea.NOOP:
+            return state
+        memo_key = (state.key, action)
+        if memo_key in self._memo:
+            self._memo.move_to_end(memo_key)
+            new = self._memo[memo_key]
+        else:
+            new = self._edit(state, ea.decode(action)) if self.action_mask(state)[action] else None
+            self._memo[memo_key] = new
+            if len(self._memo) > self.config.memo_size:
+                self._memo.popitem(last=False)
+        if new is None or new.key == state.key:
+            state.invalid.add(action)
+            return state
+        return new
+
+    def _edit(self, state: ScheduleState, edit: ea.Edit) -> ScheduleState | None:
+        sk = self.sketches[state.sketch]
+        d = list(state.decisions)
+        par = state.parallel_extent
+        if edit.kind == "tile":
+            slot = sk.tile_slots[edit.inst]
+            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst])
+            if moved is None:
+                return None
+            d[slot] = moved
+        elif edit.kind == "unroll":
+            slot = sk.cat_slots[edit.inst]
+            d[slot] = d[slot] + edit.delta
+            if not 0 <= d[slot] < sk.cat_sizes[edit.inst]:
+                return None
+        elif edit.kind == "parallel":
+            counts = sorted(state.ladder)
+            pick = [c for c in counts if c > state.anchor_fused] if edit.delta > 0 else \
+                [c for c in counts if c < state.anchor_fused][::-1]
+            # the postproc may hand loops back to vectorization: take the first step that moves
+            for count in pick:
+                new = self.replay(state.sketch, d, state.ladder[count])
+                if new is not None and (new.anchor_fused - state.anchor_fused) * edit.delta > 0:
+                    return new
+            return None
+        elif edit.kind == "compute_at":
+            return self._edit_compute_at(state, sk, d, edit)
+        return self.replay(state.sketch, d, par)
+
+    def _edit_compute_at(self, state: ScheduleState, sk: Sketch, d: list[Any], edit: ea.Edit) -> ScheduleState | None:
+        slot = sk.loc_slots[edit.inst]
+        cur = d[slot]
+        limit = len(state.anchor_extents) + 8
+        probe = cur + edit.delta
+        while -2 <= probe <= limit:
+            d[slot] = probe
+            sch = self._apply(sk, d, 1)
+            if sch is None:
+                return None
+            got = self._read_decisions(sch)[slot]
+            if (got - cur) * edit.delta > 0:  # replay rounded to a legal location past `cur`
+                new = self._finish(sk, sch, state.parallel_extent)
+                if new is None:
+                    self.stats["failed"] += 1
+                return new
+            if edit.delta < 0:
+                return None  # rounding down from cur-1 landed on cur or below nothing legal
+            probe += 1
+        return None
+
+    # ------------------------------------------------------------------ observation
+    def observation(self, state: ScheduleState, score: float = 0.0) -> np.ndarray:
+        """The fixed-size OBS_DIM vector of a state (layout in the module constants)."""
+        sk = self.sketches[state.sketch]
+        obs = np.zeros(OBS_DIM, dtype=np.float32)
+        d = state.decisions
+        off = 0
+        for i, slot in enumerate(sk.tile_slots[: ea.MAX_TILE_INSTS]):
+            factors = d[slot][: ea.MAX_TILE_LEVELS]
+            extent = math.prod(d[slot])
+            if extent > 1:
+                for level, f in enumerate(factors):
+                    obs[off + i * ea.MAX_TILE_LEVELS + level] = math.log2(f) / math.log2(extent)
+            obs[OBS_TILE + i] = math.log2(max(extent, 1)) / 16.0
+        off = OBS_TILE + ea.MAX_TILE_INSTS
+        depth = len(state.anchor_extents) + 1
+        for j, slot in enumerate(sk.loc_slots[: ea.MAX_COMPUTE_AT]):
+            obs[off + j] = (d[slot] + 2) / depth
+        off += ea.MAX_COMPUTE_AT
+        n_anchor = max(len(state.anchor_extents), 1)
+        obs[off] = state.anchor_fused / n_anchor
+        obs[off + 1] = math.log2(max(math.prod(state.anchor_extents[: state.anchor_fused]), 1)) / 16.0
+        off += 2
+        for j, (slot, size) in enumerate(zip(sk.cat_slots[: ea.MAX_CATEGORICAL], sk.cat_sizes)):
+            obs[off + j] = d[slot] / max(size - 1, 1)
+        off += ea.MAX_CATEGORICAL
+        obs[off] = state.sketch / max(self.num_sketches - 1, 1)
+        obs[off + 1] = self.num_sketches / 16.0
+        obs[off + 2] = math.log2(max(self.flops, 1.0)) / 40.0
+        obs[off + 3] = n_anchor / 32.0
+        obs[off + 4] = float(score)
+        return obs
+
+    # ------------------------------------------------------------------ records
+    def state_from_trace_json(self, trace_json: Any) -> ScheduleState | None:
+        """Rebuild a state from a trace's JSON (as `Trace.as_json()` or a record stores it)."""
+        insts, decisions = trace_json[0], trace_json[1]
+        end = next((i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
+        kinds = tuple(inst[0] for inst in insts[:end])
+        by_index = {int(i): v for i, v in decisions}
+        for sk in self.sketches:
+            if kinds[: len(sk.kinds)] != sk.kinds:
+                continue
+            values = [_py(by_index[i]) for i, inst in enumerate(insts[: len(sk.kinds)]) if inst[0].startswith("Sample")]
+            par = None
+            for inst in insts[len(sk.kinds): end]:
+                if inst[0] == "Annotate" and inst[2] and inst[2][0] == PARALLEL_ANN:
+                    par = int(inst[1][1])
+            return self.replay(sk.index, values, par)
+        return None
+
+    def state_from_record(self, record_json: Any) -> ScheduleState | None:
+        """Rebuild a state from `TuningRecord.as_json()` (None if no sketch of this task matches)."""
+        try:
+            return self.state_from_trace_json(record_json[0])
+        except (IndexError, KeyError, TypeError, ValueError):
+            return None
+
+    def measure_candidate(self, state: ScheduleState) -> Any:
+        """MetaSchedule's MeasureCandidate of a state (for cost models and feature extraction)."""
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.MeasureCandidate(state.sch, state.args_info)
+
+    def tuning_record(self, state: ScheduleState, run_secs: Sequence[float] | None) -> Any:
+        """A `ms.database.TuningRecord` of a state (workload = this task), for records and databases."""
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.database.TuningRecord(
+            state.trace, ms.database.Workload(self.mod), [float(s) for s in run_secs] if run_secs else None,
+            self.target, ms.arg_info.ArgInfo.from_prim_func(self.mod["main"]),
+        )

@@ -1,0 +1,218 @@
+"""Read-only views of a scheduled PrimFunc that MetaSchedule computes in C++ but does not expose.
+
+The parallel edit needs what `RewriteParallelVectorizeUnroll` sees (loop extents, iterator types,
+single-child bodies of a block's outer loops) and what it did (how many loops it fused into each
+parallel loop). Both are read here without calling schedule primitives, so the traces that go to
+the records stay exactly the traces that were replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+DATA_PAR = 0  # tvm IterVar.DataPar
+COMM_REDUCE = 2  # tvm IterVar.CommReduce
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    """One loop above a block, as the parallel postproc judges it."""
+
+    extent: int | None  # None when not a constant
+    data_par: bool
+    annotated: bool  # annotations or a thread binding stop the fusion
+    single_child: bool
+
+
+def _children(stmt: Any) -> list[Any]:
+    from tvm import tirx
+
+    if isinstance(stmt, tirx.SeqStmt):
+        return list(stmt.seq)
+    out = []
+    for attr in ("body", "then_case", "else_case"):
+        child = getattr(stmt, attr, None)
+        if child is not None:
+            out.append(child)
+    return out
+
+
+def _is_realize(stmt: Any) -> bool:
+    from tvm import s_tir
+
+    return isinstance(stmt, s_tir.SBlockRealize)
+
+
+def child_realizes(stmt: Any) -> Iterator[Any]:
+    """The block realizes directly in `stmt`'s scope, pre-order, not descending into blocks."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if _is_realize(node):
+            yield node
+            continue
+        stack.extend(reversed(_children(node)))
+
+
+def root_child_block_names(func: Any) -> list[str]:
+    """Names of the blocks in the root block's scope, in the order of `get_child_blocks(root)`."""
+    root = func.body.block
+    return [r.block.name_hint for r in child_realizes(root.body)]
+
+
+def loops_above(func: Any, block_name: str) -> list[Any] | None:
+    """The For nodes from the root down to the block named `block_name` (outermost first)."""
+    from tvm import tirx
+
+    def walk(stmt: Any, path: list[Any]) -> list[Any] | None:
+        if _is_realize(stmt):
+            if stmt.block.name_hint == block_name:
+                return path
+            return walk(stmt.block.body, path) if stmt.block.name_hint == "root" else None
+        if isinstance(stmt, tirx.For):
+            return walk(stmt.body, path + [stmt])
+        for child in _children(stmt):
+            found = walk(child, path)
+            if found is not None:
+                return found
+        return None
+
+    return walk(func.body, [])
+
+
+def _uses_var(expr: Any, var: Any) -> bool:
+    from tvm import tirx
+
+    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
+
+
+def loop_data_par(loop: Any) -> bool:
+    """MetaSchedule's GetLoopIterType(loop) == kDataPar: only spatial block vars bind this loop."""
+    n_spatial = n_reduce = n_other = 0
+    for realize in child_realizes(loop.body):
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+            if not _uses_var(value, loop.loop_var):
+                continue
+            if int(iv.iter_type) == DATA_PAR:
+                n_spatial += 1
+            elif int(iv.iter_type) == COMM_REDUCE:
+                n_reduce += 1
+            else:
+                n_other += 1
+    return not n_other and not n_reduce
+
+
+def loop_infos(loops: list[Any]) -> list[LoopInfo]:
+    from tvm import tirx
+
+    infos = []
+    for loop in loops:
+        extent = loop.extent
+        body = loop.body
+        single = not isinstance(body, tirx.SeqStmt) or len(body.seq) == 1
+        infos.append(
+            LoopInfo(
+                extent=int(extent.value) if hasattr(extent, "value") else None,
+                data_par=loop_data_par(loop),
+                annotated=bool(len(loop.annotations)) or loop.thread_binding is not None,
+                single_child=single,
+            )
+        )
+    return infos
+
+
+def parallel_fuse_count(infos: list[LoopInfo], max_extent: int) -> int:
+    """How many outer loops the parallel postproc fuses for `meta_schedule.parallel = max_extent`.
+
+    Mirrors AdjustParallelVectorize: fuse leading data-parallel, unannotated, constant loops; the
+    loop whose extent pushes the product past `max_extent` is still fused, then stop; a loop with
+    several children ends the run; a product of 1 means no parallel loop (0 here). The postproc
+    may still give loops back to vectorization, so callers read the real count back afterwards.
+    """
+    count, prod = 0, 1
+    for info in infos:
+        if not info.data_par or info.annotated or info.extent is None:
+            break
+        count += 1
+        prod *= info.extent
+        if prod > max_extent or not info.single_child:
+            break
+    return 0 if prod == 1 else count
+
+
+def parallel_ladder(infos: list[LoopInfo]) -> dict[int, int]:
+    """Fused-loop count -> smallest `meta_schedule.parallel` value that yields it.
+
+    Counts are normalised like `fused_prefix` reads them back: the shortest prefix of loops with
+    the same product (fusing a trailing unit loop makes the same program, so it is no step).
+    """
+    extents = [i.extent for i in infos]
+    ladder: dict[int, int] = {}
+    prod = 1
+    for info in [None, *infos]:
+        if info is not None:
+            if info.extent is None:
+                break
+            prod *= info.extent
+        count = parallel_fuse_count(infos, prod)
+        if count == 0:
+            continue
+        fused = math.prod(extents[:count])
+        shortest = next(k for k in range(1, count + 1) if math.prod(extents[:k]) == fused)
+        ladder.setdefault(shortest, prod)
+    return ladder
+
+
+def postproc_parallel_counts(trace: Any) -> list[int]:
+    """Loops fused into each child block's parallel loop, read from the post-processed trace.
+
+    One entry per `GetChildBlocks` child of the annotated root, in order (0: no parallel loop).
+    """
+    insts = list(trace.insts)
+    start = next((i for i, inst in enumerate(insts) if inst.kind.name == "EnterPostproc"), None)
+    if start is None:
+        return []
+    children: list[int] = []
+    counts: dict[int, int] = {}
+    fused: dict[int, int] = {}
+    current: int | None = None
+    for inst in insts[start + 1:]:
+        kind = inst.kind.name
+        if kind == "GetChildBlocks" and not children:
+            children = [hash(rv) for rv in inst.outputs]
+        elif kind == "GetLoops":
+            current = hash(inst.inputs[0])
+        elif kind == "Fuse":
+            fused[hash(inst.outputs[0])] = sum(fused.get(hash(rv), 1) for rv in inst.inputs if hasattr(rv, "same_as"))
+        elif kind == "Split":
+            fused[hash(inst.outputs[0])] = fused.get(hash(inst.inputs[0]), 1)
+        elif kind == "Parallel" and current is not None:
+            counts[current] = fused.get(hash(inst.inputs[0]), 1)
+    return [counts.get(h, 0) for h in children]
+
+
+def fused_prefix(func: Any, block_name: str, extents: list[int]) -> int:
+    """How many of a block's outer loops (pre-postproc `extents`) its parallel loop now covers.
+
+    Read from the post-processed function: the outermost loop above the block (or above its
+    `_update` half after decompose-reduction) is parallel with extent P; the answer is the
+    shortest prefix of `extents` whose product is P (0 when there is no parallel loop). The
+    parallel loop may come from another block's fusion when both share outer loops.
+    """
+    from tvm import tirx
+
+    loops = loops_above(func, block_name) or loops_above(func, block_name + "_update") or []
+    if not loops or loops[0].kind != tirx.ForKind.PARALLEL or not hasattr(loops[0].extent, "value"):
+        return 0
+    target = int(loops[0].extent.value)
+    prod = 1
+    for k, extent in enumerate(extents, start=1):
+        prod *= extent
+        if prod == target:
+            return k
+        if prod > target:
+            break
+    return 0
