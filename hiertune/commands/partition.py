@@ -1,0 +1,124 @@
+"""`hiertune partition`: Inc-ILP pipeline partition of a DNN graph into K Edge TPU stages.
+
+    hiertune partition --model resnet152 --stages 6 --gamma 10 --solver auto --out plan.json --plot plan.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from hiertune.errors import HiertuneError
+
+
+def _gamma(text: str) -> float:
+    if text.lower() in ("inf", "infinity", "exact"):
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--gamma takes a number of levels or 'inf', not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("--gamma must be >= 0")
+    return value
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True,
+                        help="zoo model name (e.g. resnet152), a graph .json or a .tflite file")
+    parser.add_argument("--form", choices=("keras", "tflite"), default="keras",
+                        help="graph form of a zoo model: Keras layers (the paper's |V|) or TFLite ops")
+    parser.add_argument("--stages", type=int, default=6, help="number of pipeline stages (Edge TPUs)")
+    parser.add_argument("--gamma", type=_gamma, default=10.0,
+                        help="Inc-ILP window half-width in ASAP levels; 'inf' solves the exact ILP")
+    parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat"), default="auto",
+                        help="auto: Gurobi when the model fits its licence, else CP-SAT")
+    parser.add_argument("--initial", choices=("auto", "pointer", "libcoral"), default="auto",
+                        help="initial plan: the pointer net (auto falls back to libcoral's split)")
+    parser.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole ILP solve")
+    parser.add_argument("--threads", type=int, default=1, help="solver threads")
+    parser.add_argument("--cache-mb", type=float, default=8.0, help="parameter cache per stage, MiB")
+    parser.add_argument("--out", type=Path, help="write the plan (node name -> stage, objectives) as JSON")
+    parser.add_argument("--plot", type=Path, help="write a PNG of the partition")
+    parser.add_argument("--no-ray", action="store_true", help="solve in this process instead of a Ray actor")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from hiertune.solvers.baselines import libcoral_partition
+    from hiertune.solvers.graph_source import load_graph
+    from hiertune.solvers.ilp import IlpConfig, evaluate_partition
+    from hiertune.solvers.incilp import IncIlpConfig
+    from hiertune.solvers.plan_report import objectives_table, plan_dict, plot_partition, stage_table
+
+    if args.stages < 1:
+        raise HiertuneError(f"--stages must be at least 1 (got {args.stages})")
+    if args.time_limit <= 0:
+        raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
+    console = Console()
+    graph = load_graph(args.model, args.form)
+    cache = int(args.cache_mb * 1024**2)
+    config = IncIlpConfig(
+        gamma=args.gamma,
+        initial=args.initial,
+        ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache),
+    )
+    where = "in-process" if args.no_ray else "Ray solver actor"
+    with console.status(f"partitioning {graph.name} ({graph.num_nodes} nodes) into {args.stages} stages "
+                        f"(gamma={args.gamma:g}, {where})"):
+        result = _solve(graph, args.stages, config, args.no_ray)
+    libcoral = libcoral_partition(graph, args.stages)
+    libcoral_obj = evaluate_partition(graph, libcoral, args.stages, cache)
+
+    console.print(stage_table(graph, result.stages, args.stages, cache,
+                              f"{graph.name}: Inc-ILP plan, {args.stages} stages"))
+    status = "optimal" if result.optimal else "best in time"
+    console.print(objectives_table([
+        ("Inc-ILP" if not math.isinf(args.gamma) else "exact ILP", result.objectives, status),
+        (f"initial ({result.initial_source})", result.initial_objectives, "no ILP"),
+        ("libcoral split", libcoral_obj, "Edge TPU"),
+    ]))
+    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s, window {result.window_size}/"
+                  f"{graph.num_nodes} nodes, {result.num_vars} variables; initial plan {result.init_seconds:.2f} s")
+    if result.fallback:
+        console.print(f"[yellow]note:[/] {result.fallback}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        plan = plan_dict(
+            graph, result.stages, args.stages, result.objectives,
+            gamma=None if math.isinf(args.gamma) else args.gamma, solver=result.solver,
+            optimal=result.optimal, solve_seconds=result.solve_seconds, window_size=result.window_size,
+            cache_bytes=cache, initial_source=result.initial_source,
+            initial_objectives=list(result.initial_objectives), libcoral_objectives=list(libcoral_obj),
+        )
+        args.out.write_text(json.dumps(plan, indent=1))
+        console.print(f"plan written to {args.out}")
+    if args.plot:
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        plot_partition(graph, {"Inc-ILP": result.stages, "libcoral": libcoral}, args.stages, cache, str(args.plot))
+        console.print(f"plot written to {args.plot}")
+    return 0
+
+
+def _solve(graph, num_stages, config, no_ray: bool):
+    from hiertune.solvers.incilp import inc_ilp
+
+    if no_ray:
+        return inc_ilp(graph, num_stages, config)
+    import ray
+
+    from hiertune.platform.ray_runtime import RayConfig, init_ray
+    from hiertune.platform.solver_actor import SolverActorConfig, start_solver_actor
+
+    init_ray(RayConfig())
+    actor = start_solver_actor(SolverActorConfig(resource="gurobi" if ray.cluster_resources().get("gurobi") else None))
+    try:
+        return ray.get(actor.inc_ilp.remote(graph, num_stages, config))
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, HiertuneError):
+            raise HiertuneError(str(cause)) from None
+        raise
