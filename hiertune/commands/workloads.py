@@ -1,0 +1,29 @@
+"""`hiertune workloads`: the names `--workload` and `--network` accept."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flops", action="store_true", help="also compute each operator's FLOPs")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hiertune.envs.workloads import NETWORKS, list_workloads, operator_task
+    from hiertune.platform.tvm_support import prepare_tvm
+
+    prepare_tvm()
+    table = Table(title="workloads")
+    table.add_column("name")
+    table.add_column("kind")
+    table.add_column("MFLOP", justify="right")
+    for name in list_workloads():
+        network = name in NETWORKS
+        mflop = "" if network or not args.flops else f"{operator_task(name).flops / 1e6:.1f}"
+        table.add_row(name, "network" if network else "operator", mflop)
+    Console().print(table)
+    return 0
