@@ -1,0 +1,96 @@
+"""Graph inputs: a real .tflite operator graph, zoo names, and one clear error for each corrupt
+input (bad JSON, cyclic JSON, zero nodes, not a flatbuffer, truncated, zero operators); and the
+`hiertune partition` command end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hiertune.cli import main
+from hiertune.solvers.graph import GraphError
+from hiertune.solvers.graph_source import load_graph
+
+TINY = Path(__file__).parent / "data" / "tiny_int8.tflite"
+
+
+def test_tflite_operator_graph():
+    g = load_graph(TINY)
+    assert g.source == "tflite" and g.dtype == "int8"
+    assert g.num_nodes >= 5 and g.edges
+    assert g.total_param_bytes > 100_000  # the fixture's int8 weights
+    assert all(e.tensor_bytes > 0 for e in g.edges)
+    assert g.nodes[0].op == "CONV_2D"
+    assert g.topological_order() == sorted(range(g.num_nodes))  # TFLite stores ops in order
+
+
+def test_zoo_name_and_unknown_name():
+    g = load_graph("mobilenet")
+    assert g.num_nodes > 50
+    with pytest.raises(GraphError, match="no keras graph for model 'nosuchnet'"):
+        load_graph("nosuchnet")
+
+
+@pytest.mark.parametrize("content,message", [
+    ("{not json", "not valid JSON"),
+    ('{"nodes": [{"name": "a"}, {"name": "b"}], "edges": [[0, 1, 4], [1, 0, 4]]}', "has a cycle"),
+    ('{"nodes": [], "edges": []}', "has no nodes"),
+    ('[1, 2, 3]', "not a hiertune graph"),
+])
+def test_corrupt_json(tmp_path, content, message):
+    path = tmp_path / "g.json"
+    path.write_text(content)
+    with pytest.raises(GraphError, match=message):
+        load_graph(path)
+
+
+def test_corrupt_tflite(tmp_path):
+    raw = TINY.read_bytes()
+    cases = {
+        "garbage.tflite": (b"this is not a flatbuffer at all", "not a TFLite flatbuffer"),
+        "truncated.tflite": (raw[: len(raw) // 3], "damaged"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(GraphError, match=message):
+            load_graph(tmp_path / name)
+    with pytest.raises(GraphError, match="does not exist"):
+        load_graph(tmp_path / "missing.tflite")
+
+
+def test_tflite_without_operators(tmp_path):
+    from hiertune.solvers.tflite_model import read_model, write_model
+
+    model = read_model(TINY)
+    model.subgraphs[0].operators = []
+    write_model(model, tmp_path / "empty.tflite")
+    with pytest.raises(GraphError, match="no nodes"):
+        load_graph(tmp_path / "empty.tflite")
+
+
+def test_partition_command_writes_plan_and_png(tmp_path, capsys):
+    from hiertune.solvers.tflite_segment import load_plan
+
+    out, png = tmp_path / "plan.json", tmp_path / "plan.png"
+    rc = main(["partition", "--model", str(TINY), "--stages", "3", "--gamma", "inf", "--solver", "highs",
+               "--initial", "libcoral", "--no-ray", "--out", str(out), "--plot", str(png)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "exact ILP" in text and "libcoral split" in text
+    plan = json.loads(out.read_text())
+    g = load_graph(TINY)
+    assert set(plan["plan"]) == {n.name for n in g.nodes}
+    assert plan["optimal"] and plan["solver"] == "highs"
+    assert plan["objectives"]["peak_param_bytes"] <= plan["libcoral_objectives"][0]
+    assert load_plan(out) == plan["plan"]  # the pipeline command reads it as is
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_partition_command_bad_input_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"nope")
+    assert main(["partition", "--model", str(bad), "--no-ray"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a TFLite flatbuffer" in err[0]

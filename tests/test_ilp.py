@@ -1,0 +1,124 @@
+"""The stage-partition ILP: backends agree on the lexicographic optimum, plans are valid, the
+evaluator counts what the model counts, Gurobi's size-limited licence falls back to CP-SAT."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import pytest
+
+from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
+from hiertune.solvers.backends import GUROBI_SIZE_LIMIT, gurobi_available, gurobi_full_licence
+from hiertune.solvers.graph import Edge, OpGraph, OpNode
+from hiertune.solvers.ilp import (
+    IlpConfig,
+    PartitionError,
+    build_model,
+    check_partition,
+    choose_solver,
+    evaluate_partition,
+    solve_partition,
+)
+
+SOLVERS = ["gurobi", "highs", "cpsat"]
+
+
+def small_graph(seed: int, n: int = 24) -> OpGraph:
+    return generate_dag(seed, SyntheticDagConfig(num_nodes=n))
+
+
+def brute_force(graph: OpGraph, k: int, cache: int) -> tuple[int, int, int]:
+    best = None
+    for stages in itertools.product(range(k), repeat=graph.num_nodes):
+        if len(set(stages)) < k or any(stages[e.src] > stages[e.dst] for e in graph.edges):
+            continue
+        obj = evaluate_partition(graph, list(stages), k, cache)
+        best = obj if best is None or obj < best else best
+    return best
+
+
+def test_evaluator_counts_each_tensor_once_per_boundary():
+    # a -> b, a -> c (one tensor of 100 bytes read twice), b -> c (10 bytes)
+    g = OpGraph("t", [OpNode("a", "X", 5), OpNode("b", "X", 7), OpNode("c", "X", 11)],
+                [Edge(0, 1, 100), Edge(0, 2, 100), Edge(1, 2, 10)])
+    assert evaluate_partition(g, [0, 1, 2], 3, cache_bytes=6) == (11, 1 + 5, 110)
+    assert evaluate_partition(g, [0, 0, 1], 2, cache_bytes=100) == (12, 0, 110)
+    with pytest.raises(PartitionError, match="breaks a dependency"):
+        evaluate_partition(g, [1, 0, 1], 2)
+    with pytest.raises(PartitionError, match="outside"):
+        evaluate_partition(g, [0, 0, 2], 2)
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_ilp_matches_brute_force(seed):
+    g = small_graph(seed, n=8)
+    cache = g.total_param_bytes // 4
+    want = brute_force(g, 3, cache)
+    for solver in SOLVERS:
+        res = solve_partition(g, 3, IlpConfig(solver=solver, cache_bytes=cache, time_limit_s=30))
+        assert res.optimal and res.solver == solver
+        assert res.objectives == want, solver
+
+
+@pytest.mark.parametrize("seed,k", [(1, 3), (7, 4)])
+def test_backends_reach_the_same_lexicographic_optimum(seed, k):
+    g = small_graph(seed, n=26)
+    cache = g.total_param_bytes // (k + 1)  # some stages spill, so the off-cache phase has work
+    results = {s: solve_partition(g, k, IlpConfig(solver=s, cache_bytes=cache, time_limit_s=60)) for s in SOLVERS}
+    objectives = {s: r.objectives for s, r in results.items()}
+    assert len(set(objectives.values())) == 1, objectives
+    for r in results.values():
+        assert r.optimal
+        check_partition(g, r.stages, k)
+        assert sorted(set(r.stages)) == list(range(k))  # every stage holds a node
+        assert evaluate_partition(g, r.stages, k, cache) == r.objectives
+
+
+def test_allowed_sets_are_respected_and_propagated():
+    g = small_graph(5, n=20)
+    k = 3
+    allowed = [{0, 1, 2} for _ in range(g.num_nodes)]
+    order = g.topological_order()
+    allowed[order[0]] = {0}
+    allowed[order[-1]] = {2}
+    res = solve_partition(g, k, IlpConfig(solver="cpsat"), allowed=allowed)
+    assert res.stages[order[0]] == 0 and res.stages[order[-1]] == 2
+    fixed_all = solve_partition(g, k, IlpConfig(solver="cpsat"), allowed=[{s} for s in res.stages])
+    assert fixed_all.stages == res.stages and fixed_all.num_vars == 2 + k  # only objective variables left
+
+
+def test_bad_requests_are_clear():
+    g = small_graph(2, n=5)
+    with pytest.raises(PartitionError, match="at least as many nodes"):
+        solve_partition(g, 6)
+    with pytest.raises(PartitionError, match="at least 1"):
+        solve_partition(g, 0)
+    with pytest.raises(Exception, match="unknown solver"):
+        solve_partition(g, 2, IlpConfig(solver="cplex"))
+    with pytest.raises(PartitionError, match="no stage|no node|widen"):
+        solve_partition(g, 2, allowed=[{0}] * g.num_nodes)
+
+
+def chain(n: int) -> OpGraph:
+    nodes = [OpNode(f"n{i}", "CONV_2D", 1000 + (i * 7919) % 5000) for i in range(n)]
+    return OpGraph("chain", nodes, [Edge(i, i + 1, 100 + i) for i in range(n - 1)])
+
+
+@pytest.mark.skipif(not gurobi_available(), reason="gurobipy not importable")
+def test_gurobi_size_limit_falls_back_to_cpsat():
+    if gurobi_full_licence():
+        pytest.skip("a full Gurobi licence is installed: no size limit to hit")
+    g = chain(450)
+    k = 5
+    model = build_model(g, k, 8 * 1024**2, None)
+    assert model.lm.num_vars > GUROBI_SIZE_LIMIT
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = solve_partition(g, k, IlpConfig(solver="gurobi", time_limit_s=60))
+    assert res.solver == "cpsat" and res.fallback and "size limit" in res.fallback
+    assert any("10010" in str(w.message) or "size limit" in str(w.message) for w in caught)
+    check_partition(g, res.stages, k)
+    # auto goes straight to CP-SAT on a big model and to Gurobi on a small one
+    assert choose_solver("auto", model) == ("cpsat", None)
+    assert choose_solver("auto", build_model(small_graph(1, 20), 3, 8 * 1024**2, None))[0] == "gurobi"

@@ -1,0 +1,103 @@
+"""Inc-ILP: the window, gamma = inf equals exact ILP, plans stay valid, libcoral's split, and the
+solver as a Ray actor."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
+from hiertune.errors import ResourceUnavailableError
+from hiertune.solvers.baselines import exact_partition, libcoral_partition
+from hiertune.solvers.ilp import IlpConfig, check_partition, evaluate_partition
+from hiertune.solvers.incilp import IncIlpConfig, inc_ilp, relaxation_window
+from hiertune.solvers.zoo import load_zoo_graph
+
+ILP = IlpConfig(solver="cpsat", time_limit_s=60)
+
+
+def graph(seed: int, n: int = 40):
+    return generate_dag(seed, SyntheticDagConfig(num_nodes=n))
+
+
+def test_libcoral_split_is_a_valid_parameter_balanced_partition():
+    g = load_zoo_graph("mobilenet")
+    for k in (2, 4, 6):
+        stages = libcoral_partition(g, k)
+        check_partition(g, stages, k)
+        assert sorted(set(stages)) == list(range(k))
+        mem = [sum(g.nodes[v].param_bytes for v in range(g.num_nodes) if stages[v] == s) for s in range(k)]
+        # every segment but the last stays at or under the average (one big node may fill one alone)
+        avg = g.total_param_bytes // k + 1
+        big = max(n.param_bytes for n in g.nodes)
+        assert all(m <= max(avg, big) for m in mem[:-1])
+
+
+def test_window_grows_with_gamma_and_covers_the_cuts():
+    g = graph(4, 60)
+    init = libcoral_partition(g, 3)
+    sizes = [len(relaxation_window(g, init, gamma)) for gamma in (0, 2, 5, 20)]
+    assert sizes == sorted(sizes) and sizes[0] >= 2
+    assert relaxation_window(g, init, math.inf) == set(range(g.num_nodes))
+    w0 = relaxation_window(g, init, 0)
+    for e in g.edges:
+        if init[e.src] != init[e.dst]:
+            assert e.src in w0 and e.dst in w0
+
+
+@pytest.mark.parametrize("seed,k", [(2, 3), (9, 4)])
+def test_gamma_inf_equals_exact_and_windows_never_lose_to_the_initial_plan(seed, k):
+    g = graph(seed)
+    exact = exact_partition(g, k, ILP)
+    init = libcoral_partition(g, k)
+    full = inc_ilp(g, k, IncIlpConfig(gamma=math.inf, initial="given", ilp=ILP), initial=init)
+    assert full.window_size == g.num_nodes
+    assert full.objectives == exact.objectives and full.optimal and exact.optimal
+    for gamma in (0, 1, 3):
+        res = inc_ilp(g, k, IncIlpConfig(gamma=gamma, initial="given", ilp=ILP), initial=init)
+        check_partition(g, res.stages, k)
+        assert res.initial_objectives == evaluate_partition(g, init, k, ILP.cache_bytes)
+        assert res.objectives <= res.initial_objectives  # lexicographically no worse than the start
+        assert res.objectives >= exact.objectives  # and never better than the optimum
+        # nodes outside the window keep their initial stage
+        window = relaxation_window(g, init, gamma)
+        assert all(res.stages[v] == init[v] for v in range(g.num_nodes) if v not in window)
+
+
+def test_real_model_window_reaches_exact_optimum():
+    g = load_zoo_graph("mobilenet")
+    exact = exact_partition(g, 4, ILP)
+    res = inc_ilp(g, 4, IncIlpConfig(gamma=10, initial="libcoral", ilp=ILP))
+    assert res.initial_source == "libcoral"
+    assert res.objectives == exact.objectives
+    assert res.window_size < g.num_nodes
+
+
+class _LibcoralScheduler:
+    """A stand-in scheduler object with the pointer net's interface (a real, simple plan)."""
+
+    def partition(self, graph, num_stages):
+        return libcoral_partition(graph, num_stages)
+
+
+def test_initial_plan_comes_from_the_scheduler_when_given():
+    g = graph(6, 30)
+    res = inc_ilp(g, 3, IncIlpConfig(gamma=2, initial="auto", ilp=ILP), scheduler=_LibcoralScheduler())
+    assert res.initial_source == "pointer"
+    check_partition(g, res.stages, 3)
+
+
+def test_solver_actor_through_ray(ray_session):
+    from hiertune.platform.solver_actor import SolverActorConfig, start_solver_actor
+
+    ray = ray_session
+    g = graph(8, 30)
+    actor = start_solver_actor(SolverActorConfig(num_cpus=0))
+    remote = ray.get(actor.inc_ilp.remote(g, 3, IncIlpConfig(gamma=3, initial="libcoral", ilp=ILP)), timeout=120)
+    local = inc_ilp(g, 3, IncIlpConfig(gamma=3, initial="libcoral", ilp=ILP))
+    assert remote.objectives == local.objectives
+    exact = ray.get(actor.solve.remote(g, 3, ILP), timeout=120)
+    assert exact.objectives <= remote.objectives and exact.optimal
+    with pytest.raises(ResourceUnavailableError, match="gurobi"):
+        start_solver_actor(SolverActorConfig(resource="gurobi"))
