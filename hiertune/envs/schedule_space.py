@@ -118,6 +118,7 @@ class ScheduleState:
     sch: Any  # s_tir.Schedule after postprocs
     key: tuple = field(init=False)
     invalid: set[int] = field(default_factory=set)  # actions that failed from this state
+    space: Any = field(default=None, repr=False)  # the ScheduleSpace (its TuneContext feeds cost models)
 
     def __post_init__(self) -> None:
         self.key = (self.sketch, self.decisions, self.parallel_counts)
@@ -268,7 +269,7 @@ class ScheduleSpace:
         return ScheduleState(
             sketch=sk.index, decisions=decisions, parallel_extent=parallel_extent,
             parallel_counts=counts, anchor_fused=anchor_fused,
-            anchor_extents=tuple(i.extent or 1 for i in infos), ladder=ladder, sch=sch,
+            anchor_extents=tuple(extents), ladder=ladder, sch=sch, space=self,
         )
 
     def replay(self, sketch: int, decisions: Sequence[Any] | None, parallel_extent: int | None = None,
