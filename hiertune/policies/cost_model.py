@@ -1,0 +1,157 @@
+"""The HARL cost model: XGBoost on MetaSchedule's per-store features, retrained from measurements.
+
+This wraps `ms.cost_model.XGBModel` (Ansor's parameters: depth 10, eta 0.2, gamma 0.001, early
+stopping, the "pack-sum" objective over per-store feature rows) rather than re-implementing it:
+same features, same objective, one place to change. What the wrapper adds:
+* it works on `ScheduleState`s (their space's TuneContext is the feature context; states of
+  several tasks may be mixed, each task is a separate label-normalisation group);
+* it is deterministic before the first training: the score is a hash of the state's key in [0, 1)
+  (XGBModel's own warm-up answer is `np.random.uniform`, which would make runs unrepeatable);
+* failed measurements (latency inf / None) count as 1e10 s, MetaSchedule's convention;
+* the reward r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) and the top-K choice of unmeasured states.
+
+Scores are predicted normalised throughput (best measured latency of the task / latency):
+higher is faster.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import zlib
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CostModelConfig:
+    """XGBoost settings (Ansor's defaults) and the training cadence."""
+
+    nthread: int = 1  # the search shares the machine with measurement; keep it small
+    seed: int = 43
+    max_depth: int = 10
+    eta: float = 0.2
+    gamma: float = 0.001
+    early_stopping_rounds: int = 50
+    adaptive_training: bool = True  # retrain only after the data grew by 20% (MetaSchedule's rule)
+
+
+def neutral_score(key: Hashable) -> float:
+    """A deterministic pseudo-random score in [0, 1) for an untrained model."""
+    return zlib.crc32(repr(key).encode()) / 2**32
+
+
+def relative_improvement(previous: float, current: float, eps: float = 1e-9) -> float:
+    """HARL's step reward r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) on predicted scores."""
+    return (float(current) - float(previous)) / max(abs(float(previous)), eps)
+
+
+class CostModel:
+    """XGBoost cost model over schedule states; `update` with measurements, `predict` scores."""
+
+    def __init__(self, config: CostModelConfig | None = None) -> None:
+        from hiertune.platform.tvm_support import prepare_tvm
+
+        prepare_tvm()
+        from tvm.s_tir import meta_schedule as ms
+
+        self.config = config or CostModelConfig()
+        c = self.config
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+        self._model = ms.cost_model.XGBModel(
+            config=ms.cost_model.xgb_model.XGBConfig(
+                max_depth=c.max_depth, gamma=c.gamma, eta=c.eta, seed=c.seed, nthread=c.nthread,
+            ),
+            num_warmup_samples=0,
+            early_stopping_rounds=c.early_stopping_rounds,
+            verbose_eval=10**9,
+            adaptive_training=c.adaptive_training,
+        )
+
+    @property
+    def trained(self) -> bool:
+        return self._model.booster is not None
+
+    @property
+    def num_samples(self) -> int:
+        return int(self._model.data_size)
+
+    @staticmethod
+    def _groups(states: Sequence[Any]) -> dict[int, tuple[Any, list[int]]]:
+        """State indices per schedule space (one TuneContext = one normalisation group)."""
+        groups: dict[int, tuple[Any, list[int]]] = {}
+        for i, state in enumerate(states):
+            space = state.space
+            if space is None:
+                raise ValueError("cost model: a state without its schedule space cannot be featurised")
+            groups.setdefault(id(space), (space, []))[1].append(i)
+        return groups
+
+    def update(self, states: Sequence[Any], latencies: Sequence[float | None]) -> None:
+        """Add measurements (seconds; inf/None/<=0 = failed) and retrain."""
+        from tvm.s_tir import meta_schedule as ms
+
+        if len(states) != len(latencies):
+            raise ValueError(f"cost model: {len(states)} states but {len(latencies)} latencies")
+        for space, idx in self._groups(states).values():
+            candidates = [space.measure_candidate(states[i]) for i in idx]
+            results = []
+            for i in idx:
+                lat = latencies[i]
+                ok = lat is not None and math.isfinite(lat) and lat > 0
+                results.append(ms.runner.RunnerResult([float(lat)] if ok else None, None if ok else "failed"))
+            self._model.update(space.ctx, candidates, results)
+
+    def predict(self, states: Sequence[Any]) -> np.ndarray:
+        """Predicted normalised throughput per state (higher = faster)."""
+        out = np.zeros(len(states), dtype=np.float64)
+        if not states:
+            return out
+        if not self.trained:
+            return np.array([neutral_score(s.key) for s in states], dtype=np.float64)
+        for space, idx in self._groups(states).values():
+            candidates = [space.measure_candidate(states[i]) for i in idx]
+            out[idx] = self._model.predict(space.ctx, candidates)
+        return out
+
+    def reward(self, previous: Any, current: Any) -> float:
+        """r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) for two states."""
+        prev, cur = self.predict([previous, current])
+        return relative_improvement(prev, cur)
+
+
+def top_k_unmeasured(
+    states: Iterable[Any],
+    k: int,
+    measured_keys: set[Hashable] | frozenset[Hashable],
+    scores: Sequence[float] | None = None,
+    *,
+    model: CostModel | None = None,
+    key: Callable[[Any], Hashable] = lambda s: s.key,
+) -> list[Any]:
+    """The k best-scored distinct states whose key is not in `measured_keys`.
+
+    Scores come from `scores` (aligned with `states`) or from `model.predict`; ties keep the
+    input order (visit order), so the choice is deterministic.
+    """
+    states = list(states)
+    if scores is None:
+        if model is None:
+            raise ValueError("top_k_unmeasured needs scores or a model")
+        scores = model.predict(states)
+    if len(scores) != len(states):
+        raise ValueError(f"top_k_unmeasured: {len(states)} states but {len(scores)} scores")
+    order = sorted(range(len(states)), key=lambda i: -float(scores[i]))
+    chosen, seen = [], set(measured_keys)
+    for i in order:
+        kk = key(states[i])
+        if kk in seen:
+            continue
+        seen.add(kk)
+        chosen.append(states[i])
+        if len(chosen) == k:
+            break
+    return chosen
