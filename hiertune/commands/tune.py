@@ -1,0 +1,145 @@
+"""`hiertune tune`: HARL search on an operator or a whole network, resumable from its records.
+
+    hiertune tune --workload GMM-S --trials 64 --records runs/gmm_s.jsonl --plot runs/gmm_s.png
+    hiertune tune --network resnet18 --trials 2000 --records runs/r18.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from hiertune.commands.common import add_runner_args
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--workload", help="operator, e.g. GMM-S, GMM-L, C2D:2, C2D:0:b16 (`hiertune workloads`)")
+    what.add_argument("--network", help="whole network: resnet18, resnet50, tiny-convnet")
+    parser.add_argument("--trials", type=int, default=64, help="measured trials in total, resumed ones included")
+    parser.add_argument("--c", type=float, default=0.25, help="SW-UCB exploration weight (default 0.25)")
+    parser.add_argument("--tau", type=int, default=256, help="SW-UCB window length (default 256)")
+    parser.add_argument("--lambda", dest="lam", type=int, default=20, help="adaptive-stopping period in steps (20)")
+    parser.add_argument("--rho", type=float, default=0.5, help="fraction of live tracks stopped each period (0.5)")
+    parser.add_argument("--tracks", type=int, default=8, help="schedule tracks per round (8)")
+    parser.add_argument("--topk", type=int, default=8, help="candidates measured per round (8)")
+    parser.add_argument("--min-tracks", type=int, default=2, help="a round ends below this many live tracks (2)")
+    parser.add_argument("--max-steps", type=int, default=60, help="cap on track steps per round; fixed-length length (60)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fixed-length", action="store_true", help="ablation: no adaptive stopping")
+    parser.add_argument("--no-subgraph-bandit", action="store_true", help="ablation: tasks round-robin")
+    parser.add_argument("--plot", default=None, help="PNG: tuning curve and per-task trial allocation")
+    add_runner_args(parser, default_records="runs/harl.jsonl")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from hiertune.commands.common import progress_bar, setup_runner, workload_from_args
+    from hiertune.envs.harl_search import HarlConfig, HarlSearch
+    from hiertune.errors import HiertuneError
+    from hiertune.platform.records import RecordStore
+    from hiertune.platform.tvm_support import make_target
+
+    config = HarlConfig(
+        trials=args.trials, c=args.c, tau=args.tau, lam=args.lam, rho=args.rho, tracks=args.tracks,
+        topk=args.topk, min_tracks=args.min_tracks, max_steps=args.max_steps, fixed_length=args.fixed_length,
+        subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
+    )
+    config.validate()
+    console = Console()
+    target = make_target(args.target)
+    workload = workload_from_args(args, target)
+    if args.network is not None and not workload.is_network:
+        raise HiertuneError(f"--network {args.network!r} is an operator; use --workload {args.network}")
+    store = RecordStore(args.records)
+    runner = setup_runner(args, target)
+    try:
+        console.print(f"[bold]HARL[/bold] {workload.name}: {len(workload.tasks)} task(s), {config.trials} trials -> {args.records}")
+        search = HarlSearch(workload, target, runner, store, config)
+        done = search.trials_done()
+        if done:
+            console.print(f"resuming {args.records}: {done} HARL trials already measured")
+        bar = progress_bar(config.trials, done, f"HARL {workload.name}")
+
+        def on_round(log: Any) -> None:
+            bar.update(log.trials - bar.n)
+            best = f"{log.weighted_s * 1e3:.4f} ms" if math.isfinite(log.weighted_s) else "-"
+            bar.set_postfix_str(f"{log.task} best {best}")
+
+        result = search.run(on_round=on_round)
+        bar.close()
+    finally:
+        runner.close()
+
+    console.print(task_table(workload, store, config.topk))
+    console.print(
+        f"search {result.search_s:.1f} s for {result.new_trials} new trials = "
+        f"{result.search_s_per_trial:.3f} s/trial (RL + cost model + replay); measurement {result.measure_s:.1f} s"
+    )
+    if args.plot:
+        path = plot_run(workload, store, result, args.plot)
+        console.print(f"plot -> {path}")
+    return 0
+
+
+def task_table(workload: Any, store: Any, first_batch: int) -> Any:
+    """Per task: weight, trials given, best latency, speed-up of the best over the first batch."""
+    from rich.table import Table
+
+    from hiertune.envs.harl_search import TUNER
+
+    table = Table(title=f"HARL on {workload.name}")
+    for column in ("task", "weight", "trials", "best (ms)", "GFLOPS", "speed-up vs first batch"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for task in workload.tasks:
+        trials = store.trials(task.name, tuner=TUNER)
+        best = min((t.mean_s for t in trials), default=math.inf)
+        first = min((t.mean_s for t in trials[:first_batch]), default=math.inf)
+        ok = math.isfinite(best)
+        table.add_row(
+            task.name, str(task.weight), str(len(trials)), f"{best * 1e3:.4f}" if ok else "-",
+            f"{task.flops / best / 1e9:.1f}" if ok else "-", f"{first / best:.2f}x" if ok and math.isfinite(first) else "-",
+        )
+    return table
+
+
+def plot_run(workload: Any, store: Any, result: Any, path: str) -> Path:
+    """Tuning curve (weighted best latency vs trials) and per-task trial allocation (HARL Fig. 10)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from hiertune.envs.harl_search import TUNER
+    from hiertune.platform.curves import tuning_curve
+
+    points = tuning_curve(
+        store, {t.name: t.flops for t in workload.tasks}, {t.name: t.weight for t in workload.tasks}, tuner=TUNER
+    )
+    finite = [p for p in points if math.isfinite(p.latency_s)]
+    fig, (ax_curve, ax_alloc) = plt.subplots(1, 2, figsize=(12, 4.2))
+    ax_curve.step([p.trial for p in finite], [p.latency_s * 1e3 for p in finite], where="post", label="HARL")
+    ax_curve.set_xlabel("measured trials")
+    ax_curve.set_ylabel("best (weighted) latency (ms)")
+    ax_curve.set_title(f"tuning curve: {workload.name}")
+    ax_curve.grid(alpha=0.3)
+    names = [t.name for t in workload.tasks]
+    trials = [result.task_trials.get(n, 0) for n in names]
+    weights = np.array([t.weight for t in workload.tasks], dtype=float)
+    x = np.arange(len(names))
+    ax_alloc.bar(x - 0.2, np.array(trials) / max(sum(trials), 1), width=0.4, label="share of trials")
+    ax_alloc.bar(x + 0.2, weights / weights.sum(), width=0.4, label="share of weight")
+    ax_alloc.set_xticks(x, names, rotation=60, ha="right", fontsize=7)
+    ax_alloc.set_title("trial allocation per task")
+    ax_alloc.legend()
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+

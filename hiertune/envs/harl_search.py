@@ -1,0 +1,299 @@
+"""The HARL search loop, top to bottom (in the spirit of CleanRL's ppo.py).
+
+Per round (= one `HarlEnv` episode):
+  1. the subgraph bandit picks a task, the sketch bandit one of its sketches (SW-UCB modules)
+  2. I tracks start from random fills of the sketch; the shared PPO editor edits them step by
+     step, the cost model scoring every new schedule; adaptive stopping drops weak tracks
+  3. PPO learns from the round's episode (learner group update)
+  4. the top-K visited schedules by predicted score that are not measured yet go to the runner
+  5. results are appended to the records; the cost model retrains on them
+  6. the bandits get their rewards: Ansor's gradient estimate (task), normalised best (sketch)
+until the trial budget is spent. A records file that already holds trials is resumed: measured
+schedules are skipped, the cost model is retrained from them and their trials count.
+
+Search time (everything but building and running candidates) is reported per measured trial.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hiertune.envs.harl_env import HarlEnv, HarlEnvConfig
+from hiertune.envs.workloads import Workload
+from hiertune.errors import HiertuneError
+from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
+from hiertune.platform.runners import MeasureInput, MeasureResult
+from hiertune.policies.bandit_rewards import TaskProgress, sketch_reward, subgraph_rewards
+from hiertune.policies.ppo_editor import (
+    SKETCH_AGENT,
+    SKETCH_MODULE,
+    SUBGRAPH_AGENT,
+    SUBGRAPH_MODULE,
+    PPOEditor,
+    PPOEditorConfig,
+    agent_to_module,
+)
+
+TUNER = "harl"
+
+
+@dataclass
+class HarlConfig:
+    """HARL's knobs (paper defaults) and the run's budget."""
+
+    trials: int = 64  # measured trials in total, including those already in the records
+    c: float = 0.25
+    tau: int = 256
+    lam: int = 20
+    rho: float = 0.5
+    tracks: int = 8
+    topk: int = 8
+    min_tracks: int = 2
+    max_steps: int = 60
+    fixed_length: bool = False
+    subgraph_bandit: bool = True
+    seed: int = 0
+    ppo: PPOEditorConfig = field(default_factory=PPOEditorConfig)
+
+    def env_config(self) -> HarlEnvConfig:
+        return HarlEnvConfig(
+            tracks=self.tracks, lam=self.lam, rho=self.rho, min_tracks=self.min_tracks,
+            max_steps=self.max_steps, fixed_length=self.fixed_length, gamma=self.ppo.gamma,
+            c=self.c, tau=self.tau, subgraph_tau=self.tau,
+        )
+
+    def validate(self) -> None:
+        checks = [
+            (self.trials >= 1, "--trials must be >= 1"),
+            (self.c >= 0, "--c must be >= 0"),
+            (self.tau >= 1, "--tau must be >= 1"),
+            (self.lam >= 1, "--lambda must be >= 1"),
+            (0 <= self.rho < 1, "--rho must be in [0, 1)"),
+            (self.tracks >= 1, "--tracks must be >= 1"),
+            (self.topk >= 1, "--topk must be >= 1"),
+            (1 <= self.min_tracks <= self.tracks, "--min-tracks must be in 1..--tracks"),
+            (self.max_steps >= 1, "--max-steps must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise HiertuneError(f"{message} (got {self})")
+
+
+@dataclass
+class RoundLog:
+    """What one round did (for the curve, the allocation plot and the timing report)."""
+
+    round: int
+    task: str
+    sketch: int
+    trials: int  # total trials after this round
+    measured: int  # candidates measured this round
+    best_s: float  # the task's best latency after this round
+    weighted_s: float  # sum_n w_n * best_n (inf until every task has a result)
+    steps: int  # track steps of the episode
+    stopped_at: dict[str, int]
+    search_s: float
+    measure_s: float
+
+
+@dataclass
+class HarlResult:
+    rounds: list[RoundLog]
+    trials: int  # trials in the records for this tuner (resumed ones included)
+    new_trials: int
+    search_s: float
+    measure_s: float
+    best_s: dict[str, float]
+    task_trials: dict[str, int]
+
+    @property
+    def search_s_per_trial(self) -> float:
+        return self.search_s / max(self.new_trials, 1)
+
+
+def task_group(name: str) -> str:
+    """Ansor's 'similar tasks': same operator kind, i.e. the name without shapes and indices."""
+    return re.split(r"[:_\d]", name, maxsplit=1)[0] or name
+
+
+class HarlSearch:
+    """Holds the pieces of a HARL run; `run()` is the loop."""
+
+    def __init__(self, workload: Workload, target: Any, runner: Any, store: RecordStore, config: HarlConfig) -> None:
+        from hiertune.envs.schedule_space import ScheduleSpace
+        from hiertune.policies.cost_model import CostModel
+
+        config.validate()
+        self.workload, self.target, self.runner, self.store, self.config = workload, target, runner, store, config
+        self.tasks = workload.tasks
+        if len(self.tasks) > 64:
+            raise HiertuneError(f"workload {workload.name} has {len(self.tasks)} tasks; HARL's bandit takes at most 64")
+        for task in self.tasks:
+            store.add_workload(task.name, task.mod, task.weight)
+        self.spaces = [ScheduleSpace(task.mod, target, seed=config.seed + i) for i, task in enumerate(self.tasks)]
+        self.cost_model = CostModel()  # one model for all tasks (each task its own label group)
+        space = self.spaces[0]
+        self.editor = PPOEditor(space.obs_dim, space.action_dim, PPOEditorConfig(**{**vars(config.ppo), "c": config.c, "tau": config.tau, "subgraph_tau": config.tau, "seed": config.seed}))
+        self.env = HarlEnv(self.spaces, self._score, self.editor.values, config.env_config(), seed=config.seed)
+        self.progress = [TaskProgress(float(t.weight), t.flops, task_group(t.name)) for t in self.tasks]
+        self.measured: list[set[str]] = [set() for _ in self.tasks]
+        self.rounds: list[RoundLog] = []
+        self.rng = np.random.default_rng(config.seed)
+        self._resume()
+
+    # ------------------------------------------------------------------ pieces
+    def _score(self, task: int, states: list[Any]) -> np.ndarray:
+        return np.asarray(self.cost_model.predict(states), dtype=np.float64)
+
+    def _resume(self) -> None:
+        """Skip what the records hold, retrain the cost models on it, count its trials."""
+        states, latencies = [], []
+        for n, task in enumerate(self.tasks):
+            records = self.store.trials(task.name, tuner=TUNER)
+            if not records:
+                continue
+            self.measured[n] = {r.key for r in records}
+            for r in records:
+                state = self.spaces[n].state_from_record(r.record)
+                if state is not None:
+                    states.append(state)
+                    latencies.append(r.mean_s)
+            best = min((r.mean_s for r in records), default=math.inf)
+            self.progress[n].add_round(best, len(records))
+        if states:
+            self.cost_model.update(states, latencies)
+
+    def trials_done(self) -> int:
+        return len(self.store.trials(tuner=TUNER))
+
+    def _record(self, task: int, state: Any, result: MeasureResult, key: str) -> MeasureRecord:
+        latencies = result.latencies_s if result.ok else None
+        record = self.spaces[task].tuning_record(state, latencies or [1e10])
+        return MeasureRecord(
+            task=self.tasks[task].name, key=key, record=record.as_json(), latencies_s=latencies,
+            error=None if result.ok else (result.error or "failed"), build_s=result.build_s, run_s=result.run_s,
+            time=time.time(), tuner=TUNER, trial=self.trials_done() + 1, extra={"sketch": int(state.sketch)},
+        )
+
+    def _play_episode(self) -> Any:
+        """One round of the hierarchy; returns the tracks' MultiAgentEpisode for PPO."""
+        from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+        options = None
+        if not self.config.subgraph_bandit:
+            options = {"task": len(self.rounds) % len(self.tasks)}
+        obs, _ = self.env.reset(options=options)
+        episode = MultiAgentEpisode(agent_to_module_mapping_fn=agent_to_module)
+        started = False
+        while True:
+            actions: dict[str, int] = {}
+            extra: dict[str, dict[str, Any]] = {}
+            if SUBGRAPH_AGENT in self.env.due:
+                actions[SUBGRAPH_AGENT] = self.editor.bandit_action(SUBGRAPH_MODULE, obs[SUBGRAPH_AGENT])
+            elif SKETCH_AGENT in self.env.due:
+                actions[SKETCH_AGENT] = self.editor.bandit_action(SKETCH_MODULE, obs[SKETCH_AGENT])
+            else:
+                tracks = [aid for aid in self.env.live if aid in self.env.due]
+                sampled, logp, logits = self.editor.act([obs[aid] for aid in tracks])
+                for i, aid in enumerate(tracks):
+                    actions[aid] = int(sampled[i])
+                    extra[aid] = {"action_logp": logp[i], "action_dist_inputs": logits[i]}
+            obs, rewards, terminateds, truncateds, _ = self.env.step(actions)
+            if SKETCH_AGENT in actions:  # tracks start now: their episode begins here
+                episode.add_env_reset(observations={aid: o for aid, o in obs.items() if aid in self.env.track_ids})
+                started = True
+                continue
+            if started and extra:
+                episode.add_env_step(
+                    observations=obs, actions=actions, rewards=rewards,
+                    terminateds=terminateds, truncateds=truncateds, extra_model_outputs=extra,
+                )
+            if terminateds.get("__all__"):
+                return episode
+
+    def _candidates(self, task: int, k: int) -> list[tuple[Any, str]]:
+        """The K best-predicted visited schedules not measured yet (random fills if too few)."""
+        chosen: list[tuple[Any, str]] = []
+        seen = set(self.measured[task])
+        for visited in self.env.top_visited():
+            key = trace_key(visited.state.trace)
+            if key not in seen:
+                seen.add(key)
+                chosen.append((visited.state, key))
+            if len(chosen) == k:
+                return chosen
+        for _ in range(8 * k):  # the space around this sketch is exhausted: widen with random fills
+            state = self.spaces[task].random_state(self.env.sketch, self.rng)
+            key = trace_key(state.trace)
+            if key not in seen:
+                seen.add(key)
+                chosen.append((state, key))
+            if len(chosen) == k:
+                break
+        return chosen
+
+    def _weighted_latency(self) -> float:
+        return sum(p.weight * p.best for p in self.progress)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, on_round: Callable[[RoundLog], None] | None = None) -> HarlResult:
+        config = self.config
+        start_trials = self.trials_done()
+        search_s = measure_s = 0.0
+        while self.trials_done() < config.trials:
+            t0 = time.perf_counter()
+            # 1-2. bandits pick task and sketch; tracks edit; adaptive stopping
+            episode = self._play_episode()
+            task, sketch = self.env.task, self.env.sketch
+            # 3. PPO learns from the tracks' episode
+            self.editor.update([episode])
+            # 4. top-K unmeasured by predicted score
+            k = min(config.topk, config.trials - self.trials_done())
+            candidates = self._candidates(task, k)
+            inputs = [MeasureInput.from_schedule(state.sch) for state, _ in candidates]
+            t1 = time.perf_counter()
+            results = self.runner.measure(inputs)
+            t2 = time.perf_counter()
+            # 5. records and cost model
+            for (state, key), result in zip(candidates, results):
+                self.store.append(self._record(task, state, result, key))
+                self.measured[task].add(key)
+            self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
+            # 6. bandit rewards
+            round_best = min((r.mean_s for r in results), default=math.inf)
+            task_best_before = self.progress[task].best
+            self.progress[task].add_round(round_best, len(results))
+            rewards = subgraph_rewards(self.progress) if config.subgraph_bandit else None
+            self.env.record_bandit_rewards(
+                task, sketch, None if rewards is None else rewards[task], sketch_reward(round_best, task_best_before)
+            )
+            t3 = time.perf_counter()
+            search_s += (t1 - t0) + (t3 - t2)
+            measure_s += t2 - t1
+            log = RoundLog(
+                round=len(self.rounds) + 1, task=self.tasks[task].name, sketch=sketch, trials=self.trials_done(),
+                measured=len(results), best_s=self.progress[task].best, weighted_s=self._weighted_latency(),
+                steps=self.env.track_steps, stopped_at=dict(self.env.stopped_at),
+                search_s=(t1 - t0) + (t3 - t2), measure_s=t2 - t1,
+            )
+            self.rounds.append(log)
+            if on_round is not None:
+                on_round(log)
+            if not candidates:
+                raise HiertuneError(
+                    f"task {self.tasks[task].name}: no unmeasured schedule left in sketch {sketch}; "
+                    "lower --trials for this small workload"
+                )
+        return HarlResult(
+            rounds=self.rounds, trials=self.trials_done(), new_trials=self.trials_done() - start_trials,
+            search_s=search_s, measure_s=measure_s,
+            best_s={t.name: p.best for t, p in zip(self.tasks, self.progress)},
+            task_trials={t.name: len(self.store.trials(t.name, tuner=TUNER)) for t in self.tasks},
+        )

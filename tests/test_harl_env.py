@@ -1,0 +1,86 @@
+"""The HARL hierarchy env on a real 128^3 GEMM schedule space with real RLlib PPO.
+
+No measurement here: the cost model is untrained (its neutral scores still give PPO a value
+target and an entropy gradient), so this file stays fast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hiertune.envs.harl_search import HarlConfig, HarlSearch
+from hiertune.envs.workloads import get_workload
+from hiertune.platform.records import RecordStore
+from hiertune.platform.tvm_support import make_target
+from hiertune.policies.ppo_editor import PPO_MODULE, SKETCH_MODULE, SUBGRAPH_MODULE
+
+
+def make_search(tmp_path, **overrides) -> HarlSearch:
+    config = HarlConfig(**{"tracks": 4, "lam": 3, "rho": 0.5, "min_tracks": 2, "max_steps": 12, "seed": 0, **overrides})
+    target = make_target("llvm")
+    return HarlSearch(get_workload("GMM-S", target), target, None, RecordStore(tmp_path / "r.jsonl"), config)
+
+
+@pytest.fixture(scope="module")
+def search(tmp_path_factory) -> HarlSearch:
+    return make_search(tmp_path_factory.mktemp("harl_env"))
+
+
+def test_ppo_weights_change_and_bandits_do_not(search: HarlSearch) -> None:
+    ppo = search.editor.module[PPO_MODULE]
+    before = {k: v.clone() for k, v in ppo.state_dict().items()}
+    bandits = [search.editor.module[m] for m in (SUBGRAPH_MODULE, SKETCH_MODULE)]
+    bandit_before = [b.get_state() for b in bandits]
+    for _ in range(2):
+        episode = search._play_episode()
+        results = search.editor.update([episode])
+        assert results[PPO_MODULE]["num_module_steps_trained"].peek() > 0
+    after = ppo.state_dict()
+    assert max((after[k] - before[k]).abs().max().item() for k in before) > 0
+    for bandit, state in zip(bandits, bandit_before):
+        assert not list(bandit.parameters())
+        assert bandit.get_state() == state == {}
+    # the learner only built optimisers for the PPO editor (actor and critic lr)
+    assert set(search.editor.learner_group._learner._named_optimizers) == {f"{PPO_MODULE}_actor", f"{PPO_MODULE}_critic"}
+
+
+def test_adaptive_stopping_ends_tracks_at_different_steps(search: HarlSearch) -> None:
+    search._play_episode()
+    stops = search.env.stopped_at
+    assert set(stops) == set(search.env.track_ids)
+    # 4 tracks, rho 0.5, lambda 3: two stop at step 3, then 2 -> 1 < min_tracks ends at step 6
+    assert sorted(stops.values()) == [3, 3, 6, 6]
+    assert len(search.env.advantages) == 2
+    assert len(search.env.visited) > 4  # edits reached new schedules
+
+
+def test_fixed_length_leaves_tracks_alone(tmp_path) -> None:
+    search = make_search(tmp_path, fixed_length=True, max_steps=7)
+    search._play_episode()
+    assert sorted(search.env.stopped_at.values()) == [7, 7, 7, 7]
+    assert search.env.advantages == []
+
+
+def test_acting_for_a_done_agent_raises(search: HarlSearch) -> None:
+    from ray.rllib.utils.error import MultiAgentEnvError
+
+    search._play_episode()
+    with pytest.raises(MultiAgentEnvError):
+        search.env.step({"track_0": 0})
+    obs, _ = search.env.reset()
+    with pytest.raises(MultiAgentEnvError):
+        search.env.step({"track_0": 0})  # the subgraph bandit acts first
+    assert set(obs) == {"subgraph"}
+
+
+def test_track_actions_respect_the_mask(search: HarlSearch) -> None:
+    obs, _ = search.env.reset(options={"task": 0})
+    obs, *_ = search.env.step({"sketch": 0})
+    tracks = [aid for aid in obs if aid.startswith("track_")]
+    masks = np.stack([obs[aid]["action_mask"] for aid in tracks])
+    for _ in range(20):
+        actions, _, _ = search.editor.act([obs[aid] for aid in tracks])
+        assert all(masks[i, a] == 1 for i, a in enumerate(actions))
+    assert torch.get_num_threads() == 1
