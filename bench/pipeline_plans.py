@@ -81,7 +81,7 @@ def main() -> None:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     ks = [int(k) for k in args.stages.split(",")]
     init_ray(RayConfig(num_cpus=2))
-    console = Console()
+    console = Console(width=170)
     work = Path(tempfile.mkdtemp(prefix="pipeline_plans_"))
     config = PipelineConfig(num_threads=1, item_timeout_s=120)
     cases = []
