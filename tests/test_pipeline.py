@@ -71,3 +71,33 @@ def test_unplaceable_pipeline_is_reported_not_waited_on(ray_session, segmented):
     manifest, root = segmented
     with pytest.raises(HiertuneError, match="needs 300 'CPU'"):
         run_pipeline(manifest, root, random_inputs(manifest, 1), PipelineConfig(cpus_per_stage=100))
+
+
+def test_stage_host_without_edgetpu_runtime_fails_at_start_not_later(ray_session, tmp_path):
+    if edgetpu_runtime_present():
+        pytest.skip("this host has libedgetpu")
+    graph = tflite_graph_from_file(FIXTURE)
+    manifest = segment_tflite(FIXTURE, {n.name: 0 for n in graph.nodes}, tmp_path)  # one stage, one edgetpu
+    config = PipelineConfig(device="edgetpu", probe_on_driver=False, start_timeout_s=30)
+    with pytest.raises(PipelineError, match="failed to start.*libedgetpu"):
+        run_pipeline(manifest, tmp_path, random_inputs(manifest, 2), config)
+
+
+def test_pipeline_command_checks_outputs_and_writes_json(ray_session, tmp_path, capsys):
+    import json
+
+    from hiertune.cli import main
+
+    graph = tflite_graph_from_file(FIXTURE)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"plan": {n.name: s for n, s in zip(graph.nodes, [0, 0, 0, 1, 1, 1, 1])}}))
+    out = tmp_path / "pipe"
+    rc = main(["pipeline", "--model", str(FIXTURE), "--plan", str(plan), "--inputs", "8", "--check",
+               "--out-dir", str(out)])
+    assert rc == 0
+    summary = json.loads((out / "pipeline.json").read_text())
+    assert summary["bit_exact_outputs"] == 8 and len(summary["stages"]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"stem_conv": 1, "branch_dw": 0}))
+    assert main(["pipeline", "--model", str(FIXTURE), "--plan", str(bad), "--out-dir", str(out)]) == 2
+    assert "plan" in capsys.readouterr().err

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.inputs < 1:
         raise HiertuneError(f"--inputs {args.inputs}: stream at least one input")
-    if args.device == "edgetpu":
+    remote_cluster = bool(os.environ.get("RAY_ADDRESS"))
+    if args.device == "edgetpu" and not remote_cluster:
         from hiertune.platform.edgetpu import require_edgetpu_runtime
 
         require_edgetpu_runtime()  # before splitting or starting Ray: one clear error
@@ -48,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     console.print(f"split {model} into {manifest.num_stages} stages under {out_dir}")
     feeds = random_inputs(manifest, args.inputs, seed=args.seed)
-    config = PipelineConfig(device=args.device, num_threads=args.threads, item_timeout_s=args.timeout)
+    config = PipelineConfig(device=args.device, num_threads=args.threads, item_timeout_s=args.timeout,
+                            probe_on_driver=not remote_cluster)  # on a cluster each stage host probes
     init_ray()
     with tqdm(total=args.inputs, desc="pipeline", unit="input") as bar:
         result = run_pipeline(manifest, out_dir, feeds, config, on_result=lambda i, item, actors: bar.update())

@@ -40,6 +40,7 @@ class PipelineConfig:
     item_timeout_s: float = 60.0  # the head item must leave the pipe within this
     start_timeout_s: float = 60.0  # every stage actor must be placed and loaded within this
     reference_kernels: bool = False  # True: LiteRT's builtin kernels without XNNPACK
+    probe_on_driver: bool = True  # check libedgetpu here too (off when the TPUs are on other hosts)
 
 
 @dataclass
@@ -237,7 +238,7 @@ def run_pipeline(manifest: SegmentManifest, root: str | Path, feeds: list[dict[i
     config = config or PipelineConfig()
     if config.device not in DEVICES:
         raise PipelineError(f"device {config.device!r} is unknown; use one of {', '.join(DEVICES)}")
-    if config.device == "edgetpu":
+    if config.device == "edgetpu" and config.probe_on_driver:
         from hiertune.platform.edgetpu import require_edgetpu_runtime
 
         require_edgetpu_runtime()
@@ -258,6 +259,9 @@ def run_pipeline(manifest: SegmentManifest, root: str | Path, feeds: list[dict[i
                 f"the {k} stage actors were not placed and loaded within {config.start_timeout_s:.0f} s "
                 f"(each needs {options}); free resources or raise start_timeout_s"
             ) from None
+        except (RayActorError, RayTaskError) as err:
+            cause = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            raise PipelineError(f"a stage actor failed to start: {cause}") from None
         window = config.max_in_flight or 2 * k
         pending: deque[tuple[int, Any]] = deque()
         next_item = 0
