@@ -8,6 +8,9 @@ same features, same objective, one place to change. What the wrapper adds:
 * it is deterministic before the first training: the score is a hash of the state's key in [0, 1)
   (XGBModel's own warm-up answer is `np.random.uniform`, which would make runs unrepeatable);
 * failed measurements (latency inf / None) count as 1e10 s, MetaSchedule's convention;
+* features are cached per state, and prediction sums the booster's per-store outputs directly
+  (XGBModel.predict re-extracts features and builds a DMatrix: ~6 ms per state here, against
+  ~0.1 ms for a cached batch);
 * the reward r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) and the top-K choice of unmeasured states.
 
 Scores are predicted normalised throughput (best measured latency of the task / latency):
@@ -19,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +41,7 @@ class CostModelConfig:
     gamma: float = 0.001
     early_stopping_rounds: int = 50
     adaptive_training: bool = True  # retrain only after the data grew by 20% (MetaSchedule's rule)
+    feature_cache: int = 50_000  # states whose features are kept
 
 
 def neutral_score(key: Hashable) -> float:
@@ -60,6 +65,9 @@ class CostModel:
 
         self.config = config or CostModelConfig()
         c = self.config
+        # per-store features never change for a state: cache them (tracks revisit states, and
+        # every step re-scores), so after a retrain a prediction only runs the booster
+        self._features: OrderedDict[tuple[int, Hashable], np.ndarray] = OrderedDict()
         logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
         self._model = ms.cost_model.XGBModel(
             config=ms.cost_model.xgb_model.XGBConfig(
@@ -105,17 +113,43 @@ class CostModel:
                 results.append(ms.runner.RunnerResult([float(lat)] if ok else None, None if ok else "failed"))
             self._model.update(space.ctx, candidates, results)
 
+    def features(self, states: Sequence[Any]) -> list[np.ndarray]:
+        """MetaSchedule's per-store features (one row per buffer store, 164 columns) per state."""
+        out: list[np.ndarray | None] = [None] * len(states)
+        for space, idx in self._groups(states).values():
+            missing = []
+            for i in idx:
+                cached = self._features.get((id(space), states[i].key))
+                if cached is None:
+                    missing.append(i)
+                else:
+                    out[i] = cached
+            if missing:
+                candidates = [space.measure_candidate(states[i]) for i in missing]
+                for i, f in zip(missing, self._model.extractor.extract_from(space.ctx, candidates)):
+                    out[i] = f.numpy().astype("float32")
+                    self._features[(id(space), states[i].key)] = out[i]
+                while len(self._features) > self.config.feature_cache:
+                    self._features.popitem(last=False)
+        return out  # type: ignore[return-value]
+
     def predict(self, states: Sequence[Any]) -> np.ndarray:
         """Predicted normalised throughput per state (higher = faster)."""
-        out = np.zeros(len(states), dtype=np.float64)
         if not states:
-            return out
+            return np.zeros(0, dtype=np.float64)
         if not self.trained:
             return np.array([neutral_score(s.key) for s in states], dtype=np.float64)
-        for space, idx in self._groups(states).values():
-            candidates = [space.measure_candidate(states[i]) for i in idx]
-            out[idx] = self._model.predict(space.ctx, candidates)
-        return out
+        xs = self.features(states)
+        scores = np.zeros(len(states), dtype=np.float64)
+        keep = [i for i, x in enumerate(xs) if len(x)]  # a program without stores has no features
+        if keep:
+            # MetaSchedule's pack-sum prediction (sum of per-store predictions) without its
+            # DMatrix round trip, which costs more than the trees here
+            rows = np.concatenate([xs[i] for i in keep], axis=0)
+            ids = np.repeat(np.arange(len(keep)), [len(xs[i]) for i in keep])
+            pred = self._model.booster.inplace_predict(rows)
+            scores[keep] = np.bincount(ids, weights=pred, minlength=len(keep))
+        return scores
 
     def reward(self, previous: Any, current: Any) -> float:
         """r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) for two states."""
