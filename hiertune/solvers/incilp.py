@@ -4,7 +4,8 @@ Nodes far from every stage boundary of a good initial plan rarely move in the op
 are fixed to their initial stage and only a window is solved exactly. The window, per boundary
 b of the initial plan: over the edges that cross b, take the earliest ASAP level of a source and
 the latest ASAP level of a sink; every node whose level lies within `gamma` of that range is
-re-opened (any stage its fixed neighbours allow). gamma = inf re-opens everything: the exact ILP.
+re-opened: it may take the stages b and b+1 beside that boundary (or, with adjacent_only=False,
+any stage its fixed neighbours allow). gamma = inf re-opens everything: the exact ILP.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ class Scheduler(Protocol):
 class IncIlpConfig:
     """gamma: window half-width in ASAP levels (math.inf = exact ILP). initial: where the initial
     plan comes from (`auto` = the pointer net when its checkpoint loads, else the plan passed in,
-    else libcoral's split)."""
+    else libcoral's split). adjacent_only: a re-opened node may move only across the boundaries
+    whose window holds it (to the stages beside them), which keeps windows small on branchy
+    graphs; False lets it take any stage its fixed neighbours allow."""
 
     gamma: float = 10
     initial: str = "auto"
+    adjacent_only: bool = True
     ilp: IlpConfig = field(default_factory=IlpConfig)
 
 
@@ -104,22 +108,41 @@ def initial_partition(
     return libcoral_partition(graph, num_stages), "libcoral"
 
 
-def relaxation_window(graph: OpGraph, stages: list[int], gamma: float) -> set[int]:
-    """Nodes re-opened around the boundaries of `stages` (see the module docstring)."""
+def boundary_windows(graph: OpGraph, stages: list[int], gamma: float) -> dict[int, set[int]]:
+    """Per boundary b of `stages`: the nodes re-opened around it (see the module docstring)."""
     if gamma < 0:
         raise HiertuneError(f"gamma must be >= 0 (got {gamma}); use math.inf for the exact ILP")
-    if math.isinf(gamma):
-        return set(range(graph.num_nodes))
     level = graph.asap_levels()
     ranges: dict[int, tuple[int, int]] = {}
     for e in graph.edges:
         for b in range(stages[e.src], stages[e.dst]):  # the edge crosses boundaries src..dst-1
             lo, hi = ranges.get(b, (level[e.src], level[e.dst]))
             ranges[b] = (min(lo, level[e.src]), max(hi, level[e.dst]))
-    window: set[int] = set()
-    for lo, hi in ranges.values():
-        window.update(v for v, lv in enumerate(level) if lo - gamma <= lv <= hi + gamma)
-    return window
+    return {
+        b: {v for v, lv in enumerate(level) if lo - gamma <= lv <= hi + gamma}
+        for b, (lo, hi) in ranges.items()
+    }
+
+
+def relaxation_window(graph: OpGraph, stages: list[int], gamma: float) -> set[int]:
+    """All re-opened nodes (every node when gamma is infinite)."""
+    if math.isinf(gamma) and gamma > 0:
+        return set(range(graph.num_nodes))
+    return set().union(*boundary_windows(graph, stages, gamma).values())
+
+
+def window_allowed(graph: OpGraph, stages: list[int], num_stages: int, gamma: float,
+                   adjacent_only: bool = True) -> list[set[int]]:
+    """Allowed stages per node: its initial stage, plus either every stage (re-opened nodes) or,
+    with `adjacent_only`, the two stages beside each boundary whose window holds it. gamma = inf
+    puts every node in every window, so both give the whole problem back."""
+    if math.isinf(gamma) and gamma > 0:
+        return [set(range(num_stages)) for _ in stages]
+    allowed = [{s} for s in stages]
+    for b, nodes in boundary_windows(graph, stages, gamma).items():
+        for v in nodes:
+            allowed[v].update({b, b + 1} if adjacent_only else range(num_stages))
+    return allowed
 
 
 def inc_ilp(
@@ -134,8 +157,8 @@ def inc_ilp(
     t0 = time.perf_counter()
     init, source = initial_partition(graph, num_stages, config.initial, initial, scheduler)
     init_seconds = time.perf_counter() - t0
-    window = relaxation_window(graph, init, config.gamma)
-    allowed = [set(range(num_stages)) if v in window else {init[v]} for v in range(graph.num_nodes)]
+    allowed = window_allowed(graph, init, num_stages, config.gamma, config.adjacent_only)
+    window = [v for v, a in enumerate(allowed) if len(a) > 1]
     result = solve_partition(graph, num_stages, config.ilp, allowed=allowed, hint=init)
     return IncIlpResult(
         stages=result.stages,
