@@ -68,7 +68,7 @@ class SpaceConfig:
     """Knobs of a schedule space."""
 
     seed: int = 0
-    random_fill_tries: int = 16  # random fills whose postproc fails are redrawn this often
+    random_fill_tries: int = 64  # random fills whose postproc fails are redrawn (GPU fills often fail)
     memo_size: int = 4096  # (state, action) -> next state cache; tracks revisit states
     num_threads: int = 1  # TuneContext threads (feature extraction)
 
@@ -158,13 +158,20 @@ class ScheduleSpace:
         if not isinstance(mod, tvm.IRModule) or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
             raise HiertuneError("schedule space: the task must be a PrimFunc or an IRModule with a 'main' PrimFunc")
         self.target = target
-        self.ctx = ms.TuneContext(
-            mod=mod, target=target, space_generator="post-order-apply",
-            search_strategy="evolutionary", num_threads=self.config.num_threads, rand_state=seed,
-        )
+        try:
+            self.ctx = ms.TuneContext(
+                mod=mod, target=target, space_generator="post-order-apply",
+                search_strategy="evolutionary", num_threads=self.config.num_threads, rand_state=seed,
+            )
+            spaces = self.ctx.generate_design_space()
+        except Exception as err:  # noqa: BLE001 - TVM reports target problems with its own types
+            first = str(err).strip().splitlines()[-1][:200]
+            raise HiertuneError(
+                f"target {target}: MetaSchedule cannot build the schedule space ({first}); "
+                "for cuda give max_threads_per_block, max_shared_memory_per_block, thread_warp_size"
+            ) from None
         self.mod = self.ctx.mod
         self.postprocs = list(self.ctx.space_generator.postprocs)
-        spaces = self.ctx.generate_design_space()
         if not spaces:
             raise HiertuneError(f"target {target.kind.name}: MetaSchedule generated no sketch for this task")
         self.sketches = [self._read_sketch(i, s) for i, s in enumerate(spaces)]
