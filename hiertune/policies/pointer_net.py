@@ -17,7 +17,7 @@ The running-state features are ratios, so a net trained on |V| = 30 runs on 800-
 
 from __future__ import annotations
 
-import heapq
+import pickle
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from hiertune.errors import HiertuneError
 from hiertune.solvers.graph import OpGraph
 
 NODE_FEATURES = 13
-GLOBAL_FEATURES = 10
+GLOBAL_FEATURES = 12
 ITEM_DYN_FEATURES = 5
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "data" / "pointer_net.pt"
 
@@ -41,6 +41,7 @@ class PointerNetConfig:
 
     hidden: int = 256
     embed: int = 128
+    attention: int = 128               # width of the additive pointer attention
     message_rounds: int = 2
     logit_clip: float = 10.0
 
@@ -130,6 +131,8 @@ class DecodeState:
         self.k = num_stages
         n = gf.n
         self.target = 1.0 / num_stages            # per-stage share of all parameter bytes
+        # no plan beats the even share or the largest single node: the peak's lower bound
+        self.lower_bound = max(self.target, float(gf.param_share.max()) if gf.n else 0.0)
         self.stage = 0
         self.stage_nodes = 0
         self.cum_stage = 0.0                      # param share in the open stage
@@ -176,6 +179,8 @@ class DecodeState:
                 (self.emitted_share - self.target * self.stage) / self.target,
                 min(self.frontier, 3.0) / 3.0,
                 float(self.stage_nodes > 0),
+                self.lower_bound / self.target - 1.0,
+                min((rest / max(left_stages - 1, 1)) / self.target, 3.0),  # even share if cut now
             ],
             dtype=np.float32,
         )
@@ -243,7 +248,7 @@ class PointerNet(nn.Module):
     def __init__(self, config: PointerNetConfig = PointerNetConfig()) -> None:
         super().__init__()
         self.config = config
-        h, e = config.hidden, config.embed
+        h, e, att = config.hidden, config.embed, config.attention
         self.inp = nn.Linear(NODE_FEATURES, e)
         self.msg_self = nn.ModuleList(nn.Linear(e, e) for _ in range(config.message_rounds))
         self.msg_pred = nn.ModuleList(nn.Linear(e, e, bias=False) for _ in range(config.message_rounds))
@@ -252,10 +257,10 @@ class PointerNet(nn.Module):
         self.cut_item = nn.Parameter(torch.randn(h) * 0.1)
         self.start_item = nn.Parameter(torch.randn(h) * 0.1)
         self.decoder = nn.LSTMCell(h + GLOBAL_FEATURES, h)
-        self.w_ref = nn.Linear(h, h, bias=False)
-        self.w_q = nn.Linear(h + GLOBAL_FEATURES, h)
-        self.w_dyn = nn.Linear(ITEM_DYN_FEATURES, h, bias=False)
-        self.v = nn.Linear(h, 1, bias=False)
+        self.w_ref = nn.Linear(h, att, bias=False)
+        self.w_q = nn.Linear(h + GLOBAL_FEATURES, att)
+        self.w_dyn = nn.Linear(ITEM_DYN_FEATURES, att, bias=False)
+        self.v = nn.Linear(att, 1, bias=False)
 
     # -- encoder -------------------------------------------------------------------------
     def encode(self, feats: torch.Tensor, a_pred: torch.Tensor, a_succ: torch.Tensor):
@@ -444,7 +449,7 @@ def load_scheduler(path: str | Path, config: SchedulerConfig = SchedulerConfig()
         blob = torch.load(str(path), map_location="cpu", weights_only=True)
         net = PointerNet(PointerNetConfig(**blob["config"]))
         net.load_state_dict({k: v.float() for k, v in blob["state_dict"].items()})
-    except (RuntimeError, KeyError, TypeError, EOFError) as err:
+    except (RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as err:
         raise HiertuneError(f"pointer-net checkpoint {path} cannot be loaded ({err}); retrain it") from None
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
     net.eval()

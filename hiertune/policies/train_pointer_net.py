@@ -42,13 +42,18 @@ Labeler = Callable[[OpGraph, int], list[int]]
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run. `lr` 1e-4 is the paper's; see the module docstring for what we ship."""
+    """One training run.
 
-    graphs: int = 1200
+    `lr` is 1e-3, not the paper's 1e-4: on 2 shared CPU cores only a few hundred Adam steps fit
+    in the training budget, and 1e-4 barely moves the loss in that many (it is decayed to 1e-4
+    by the end). The paper's value stays one flag away: `--lr 1e-4`.
+    """
+
+    graphs: int = 1600
     stages: tuple[int, ...] = (2, 3, 4, 5, 6)
-    epochs: int = 30
+    epochs: int = 8
     batch_size: int = 128
-    lr: float = 1e-4
+    lr: float = 1e-3
     holdout: float = 0.1
     seed: int = 0
     solver: str = "cpsat"
@@ -214,11 +219,15 @@ def evaluate(scheduler: PointerScheduler, samples: list[Sample], cache_bytes: in
 
 # ----------------------------------------------------------------------------- training
 def train(samples: list[Sample], config: TrainConfig, progress: bool = True,
-          net: PointerNet | None = None) -> tuple[PointerNet, list[float]]:
+          net: PointerNet | None = None,
+          on_epoch: Callable[[PointerNet, list[float]], None] | None = None) -> tuple[PointerNet, list[float]]:
     """Adam on the teacher-forced NLL; returns the net and the mean loss of every epoch."""
     torch.manual_seed(config.seed)
     net = net or PointerNet(config.net)
     opt = torch.optim.Adam(net.parameters(), lr=config.lr)
+    steps = config.epochs * math.ceil(len(samples) / config.batch_size)
+    # cosine decay to lr/10: the few hundred steps a CPU budget allows end on a settled model
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(i / max(steps, 1), 1.0))))
     rng = np.random.default_rng(config.seed)
     history: list[float] = []
     from tqdm import tqdm
@@ -235,9 +244,12 @@ def train(samples: list[Sample], config: TrainConfig, progress: bool = True,
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
+            sched.step()
             losses.append(float(loss.detach()))
         history.append(float(np.mean(losses)))
         bar.set_postfix(loss=f"{history[-1]:.4f}")
+        if on_epoch is not None:
+            on_epoch(net, history)
     return net, history
 
 
@@ -276,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     train_s = [s for s in samples if s.graph.name not in hold_graphs]
     hold_s = [s for s in samples if s.graph.name in hold_graphs]
     t1 = time.time()
-    net, history = train(train_s, cfg)
+    net, history = train(train_s, cfg, on_epoch=lambda m, h: save_checkpoint(m, out, {"loss_history": h, "partial": True}))
     t_train = time.time() - t1
     sched = PointerScheduler(net.eval())
     metrics = {"train": evaluate(sched, train_s[: len(hold_s)]), "holdout": evaluate(sched, hold_s)}

@@ -1,0 +1,163 @@
+"""The pointer-network pre-scheduler: generator, always-valid plans, and that training learns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag, generate_dags
+from hiertune.errors import HiertuneError
+from hiertune.policies.pointer_net import (
+    DEFAULT_CHECKPOINT,
+    PointerNet,
+    PointerNetConfig,
+    PointerScheduler,
+    SchedulerConfig,
+    load_default_scheduler,
+    load_scheduler,
+)
+from hiertune.policies.train_pointer_net import (
+    TrainConfig,
+    collate,
+    cosine_similarity,
+    label_dataset,
+    make_samples,
+    train,
+)
+from hiertune.solvers.graph import OpGraph
+from hiertune.solvers.ilp import IlpConfig, check_partition, evaluate_partition, solve_partition
+from hiertune.solvers.zoo import load_zoo_graph, zoo_models
+
+torch.set_num_threads(1)
+
+
+def assert_valid_plan(graph: OpGraph, stages: list[int], k: int) -> None:
+    check_partition(graph, stages, k)  # stage range and s_u <= s_v on every edge
+    assert all(stages[e.src] <= stages[e.dst] for e in graph.edges)
+    if graph.num_nodes >= k:
+        assert set(stages) == set(range(k)), f"empty stage in {sorted(set(stages))} for K={k}"
+
+
+# ------------------------------------------------------------------------------ generator
+def test_generator_is_deterministic_per_seed():
+    a, b, c = generate_dag(7), generate_dag(7), generate_dag(8)
+    assert a.to_dict() == b.to_dict()
+    assert a.to_dict() != c.to_dict()
+    assert [g.to_dict() for g in generate_dags(4, 3)] == [g.to_dict() for g in generate_dags(4, 3)]
+
+
+@pytest.mark.parametrize("max_in", [2, 3, 4, 6])
+def test_generator_respects_in_degree_bound(max_in):
+    cfg = SyntheticDagConfig(num_nodes=30, min_max_in_degree=max_in, max_max_in_degree=max_in)
+    reached = 0
+    for g in generate_dags(40, max_in, cfg):
+        indeg = [len(p) for p in g.predecessors()]
+        assert g.num_nodes == 30 and max(indeg) <= max_in
+        assert indeg[0] == 0 and all(d >= 1 for d in indeg[1:])  # one input, everything connected
+        assert sum(v.param_bytes > 0 for v in g.nodes) > 0
+        reached += max(indeg) == max_in
+    assert reached > 0, f"no graph reached in-degree {max_in}: the bound is never exercised"
+
+
+def test_generator_rejects_bad_config():
+    with pytest.raises(HiertuneError, match="in-degree"):
+        generate_dag(0, SyntheticDagConfig(min_max_in_degree=5, max_max_in_degree=2))
+
+
+# ------------------------------------------------------------------------------ validity
+def _graphs_of_several_sizes() -> list[OpGraph]:
+    graphs = [generate_dag(s, SyntheticDagConfig(num_nodes=n)) for s, n in enumerate((1, 3, 6, 30, 30, 80, 200))]
+    for name in ("mobilenet", "densenet121", "inceptionv3", "nasnetmobile"):
+        if name in zoo_models("keras"):
+            graphs.append(load_zoo_graph(name))
+    return graphs
+
+
+def test_random_net_sampled_plans_are_always_valid():
+    """Even an untrained net sampling at random can only produce valid partitions."""
+    torch.manual_seed(0)
+    sched = PointerScheduler(PointerNet(PointerNetConfig(hidden=32, embed=16)).eval())
+    gen = torch.Generator().manual_seed(0)
+    from hiertune.policies.pointer_net import graph_features
+
+    for g in _graphs_of_several_sizes()[:6]:
+        gf = graph_features(g)
+        for k in (1, 2, 4, 6):
+            assert_valid_plan(g, sched.partition(g, k), k)
+            if g.num_nodes >= k > 1:
+                for _ in range(3):
+                    pos = sched.net.decode(gf, k, sample=True, generator=gen)
+                    plan = [0] * g.num_nodes
+                    for p, v in enumerate(gf.order):
+                        plan[v] = int(pos[p])
+                    assert_valid_plan(g, plan, k)
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.exists(), reason="no shipped checkpoint")
+def test_shipped_scheduler_plans_are_valid_on_synthetic_and_zoo_graphs():
+    sched = load_default_scheduler()
+    for g in _graphs_of_several_sizes():
+        for k in (2, 4, 6):
+            assert_valid_plan(g, sched.partition(g, k), k)
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.exists(), reason="no shipped checkpoint")
+def test_shipped_scheduler_is_near_the_exact_optimum_on_small_graphs():
+    """The trained net is a useful initialiser: close to the ILP optimum on held-out-style DAGs."""
+    sched = load_default_scheduler()
+    gaps = []
+    for g in generate_dags(6, 12345):
+        for k in (3, 5):
+            exact = solve_partition(g, k, IlpConfig(solver="cpsat", time_limit_s=10))
+            mine = evaluate_partition(g, sched.partition(g, k), k)
+            assert mine[0] >= exact.objectives[0]  # nothing beats the optimum
+            gaps.append(mine[0] / exact.objectives[0] - 1.0)
+    assert float(np.mean(gaps)) < 0.25, f"mean peak-memory gap {np.mean(gaps):.1%} too large"
+
+
+def test_best_of_samples_is_never_worse_than_greedy():
+    torch.manual_seed(1)
+    net = PointerNet(PointerNetConfig(hidden=32, embed=16)).eval()
+    g = generate_dag(3)
+    greedy = evaluate_partition(g, PointerScheduler(net).partition(g, 4), 4)
+    best = evaluate_partition(g, PointerScheduler(net, SchedulerConfig(samples=8)).partition(g, 4), 4)
+    assert best <= greedy
+
+
+def test_bad_inputs_give_clear_errors(tmp_path):
+    sched = PointerScheduler(PointerNet(PointerNetConfig(hidden=16, embed=8)))
+    with pytest.raises(HiertuneError, match="num_stages"):
+        sched.partition(generate_dag(0), 0)
+    with pytest.raises(HiertuneError, match="does not exist"):
+        load_scheduler(tmp_path / "missing.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(HiertuneError, match="cannot be loaded"):
+        load_scheduler(bad)
+
+
+# ------------------------------------------------------------------------------ training
+def test_a_few_training_steps_on_exact_labels_reduce_the_loss():
+    graphs = generate_dags(8, 99)
+    labels = label_dataset(graphs, (2, 4), _cpsat_labeler, progress=False)
+    samples, skipped = make_samples(graphs, labels)
+    assert len(samples) + skipped == 16 and len(samples) >= 12
+    batch = collate(samples)
+    cfg = TrainConfig(epochs=25, batch_size=len(samples), lr=2e-3, net=PointerNetConfig(hidden=64, embed=32))
+    torch.manual_seed(0)
+    net = PointerNet(cfg.net)
+    before = float(net(batch).detach())
+    net, history = train(samples, cfg, progress=False, net=net)
+    after = float(net(batch).detach())
+    assert after < 0.7 * before, f"loss {before:.3f} -> {after:.3f}: training does not learn"
+    assert history[-1] < history[0]
+
+
+def test_cosine_similarity_is_the_paper_reward():
+    assert cosine_similarity([0, 1, 2], [0, 1, 2]) == pytest.approx(1.0)
+    assert cosine_similarity([0, 0, 1], [0, 1, 1]) < 1.0
+
+
+def _cpsat_labeler(graph: OpGraph, k: int) -> list[int]:
+    return list(solve_partition(graph, k, IlpConfig(solver="cpsat", time_limit_s=10)).stages)
