@@ -83,40 +83,41 @@ def loops_above(func: Any, block_name: str) -> list[Any] | None:
     return walk(func.body, [])
 
 
-def _uses_var(expr: Any, var: Any) -> bool:
+def loops_data_par(loops: list[Any]) -> list[bool]:
+    """MetaSchedule's GetLoopIterType(loop) == kDataPar for a chain of nested loops, in one walk.
+
+    A loop is data-parallel when only spatial block vars bind it (or none do). Blocks that can
+    use a loop's var all sit below the outermost loop, so one pass over its blocks serves all.
+    """
     from tvm import tirx
 
-    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
-
-
-def loop_data_par(loop: Any) -> bool:
-    """MetaSchedule's GetLoopIterType(loop) == kDataPar: only spatial block vars bind this loop."""
-    n_spatial = n_reduce = n_other = 0
-    for realize in child_realizes(loop.body):
+    if not loops:
+        return []
+    index = {hash(loop.loop_var): i for i, loop in enumerate(loops)}
+    bad = [False] * len(loops)  # bound by a reduction or other non-spatial block var
+    for realize in child_realizes(loops[0].body):
         for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-            if not _uses_var(value, loop.loop_var):
-                continue
             if int(iv.iter_type) == DATA_PAR:
-                n_spatial += 1
-            elif int(iv.iter_type) == COMM_REDUCE:
-                n_reduce += 1
-            else:
-                n_other += 1
-    return not n_other and not n_reduce
+                continue
+            for var in tirx.analysis.undefined_vars(value):
+                i = index.get(hash(var))
+                if i is not None:
+                    bad[i] = True
+    return [not b for b in bad]
 
 
 def loop_infos(loops: list[Any]) -> list[LoopInfo]:
     from tvm import tirx
 
     infos = []
-    for loop in loops:
+    for loop, data_par in zip(loops, loops_data_par(loops)):
         extent = loop.extent
         body = loop.body
         single = not isinstance(body, tirx.SeqStmt) or len(body.seq) == 1
         infos.append(
             LoopInfo(
                 extent=int(extent.value) if hasattr(extent, "value") else None,
-                data_par=loop_data_par(loop),
+                data_par=data_par,
                 annotated=bool(len(loop.annotations)) or loop.thread_binding is not None,
                 single_child=single,
             )
