@@ -45,6 +45,7 @@ class BenchConfig:
     window_time_limit_s: float = 120.0
     threads: int = 1
     initial: str = "auto"
+    adjacent_only: bool = False
     out: Path = RESULTS / "incilp_vs_exact.json"
     plot: Path = RESULTS / "incilp_vs_exact.png"
     resume: bool = False
@@ -77,7 +78,7 @@ def run_case(name: str, k: int, cfg: BenchConfig) -> dict[str, Any]:
         "incilp": [],
     }
     for gamma in cfg.gammas:
-        res = inc_ilp(graph, k, IncIlpConfig(gamma=gamma, initial="given", ilp=window_ilp), initial=init)
+        res = inc_ilp(graph, k, IncIlpConfig(gamma=gamma, initial="given", adjacent_only=cfg.adjacent_only, ilp=window_ilp), initial=init)
         total = res.solve_seconds + init_s
         case["incilp"].append({
             "gamma": gamma, "objectives": list(res.objectives), "seconds": res.solve_seconds,
@@ -198,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-limit", type=float, default=600.0, help="seconds per exact lexicographic solve")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--initial", default="auto", choices=("auto", "pointer", "libcoral"))
+    p.add_argument("--adjacent-only", action="store_true", help="re-opened nodes move only across their boundary")
     p.add_argument("--quick", action="store_true", help="3 small models, K = 4, 6, gamma 0, 5, 10, 60 s limit")
     p.add_argument("--resume", action="store_true", help="keep finished cases of an existing --out file")
     p.add_argument("--out", type=Path, default=RESULTS / "incilp_vs_exact.json")
@@ -205,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     cfg = BenchConfig(models=a.models, form=a.form, stages=a.stages, gammas=[int(g) if g == int(g) else g for g in a.gammas],
                       solver=a.solver, exact_time_limit_s=a.time_limit, threads=a.threads, initial=a.initial,
-                      out=a.out, plot=a.plot or a.out.with_suffix(".png"), resume=a.resume)
+                      adjacent_only=a.adjacent_only, out=a.out, plot=a.plot or a.out.with_suffix(".png"), resume=a.resume)
     if a.quick:
         cfg.models = cfg.models or QUICK_MODELS
         cfg.stages, cfg.gammas, cfg.exact_time_limit_s = [4, 6], [0, 5, 10], min(cfg.exact_time_limit_s, 60.0)
