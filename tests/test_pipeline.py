@@ -101,3 +101,12 @@ def test_pipeline_command_checks_outputs_and_writes_json(ray_session, tmp_path, 
     bad.write_text(json.dumps({"stem_conv": 1, "branch_dw": 0}))
     assert main(["pipeline", "--model", str(FIXTURE), "--plan", str(bad), "--out-dir", str(out)]) == 2
     assert "plan" in capsys.readouterr().err
+
+
+def test_stage_that_raises_stops_the_run_with_its_cause(ray_session, segmented):
+    manifest, root = segmented
+    feeds = random_inputs(manifest, 3, seed=5)
+    key = manifest.model_inputs[0].index
+    feeds[1] = {key: np.zeros((1, 5, 5, 16), dtype=np.int8)}  # wrong shape for the input tensor
+    with pytest.raises(PipelineError, match="a stage failed after 1 of 3 inputs: .*"):
+        run_pipeline(manifest, root, feeds, PipelineConfig(item_timeout_s=20))

@@ -245,7 +245,7 @@ def run_pipeline(manifest: SegmentManifest, root: str | Path, feeds: list[dict[i
     k = manifest.num_stages
     options = _stage_options(config, k)
     worker = ray.remote(max_restarts=0, max_task_retries=0)(_StageWorker)
-    actors = [worker.options(**options, name=None).remote(manifest, s, str(Path(root).resolve()), config)
+    actors = [worker.options(**options).remote(manifest, s, str(Path(root).resolve()), config)
               for s in range(k)]
     stats = [StageStats(s, len(seg.ops), seg.param_bytes) for s, seg in enumerate(manifest.segments)]
     e2e: list[float] = []
@@ -290,13 +290,16 @@ def run_pipeline(manifest: SegmentManifest, root: str | Path, feeds: list[dict[i
             if on_result is not None:
                 on_result(i, item, actors)
         wall = time.perf_counter() - t_start
-    except (RayActorError, RayTaskError) as err:
+    except RayActorError as err:  # first: a task whose input came from a dead actor is both
         stage = _dead_stage(actors, err)
         where = f"stage {stage}" if stage is not None else "a stage"
         raise PipelineError(
             f"{where} actor died mid-stream after {done} of {len(feeds)} inputs "
             f"({type(err).__name__}); the run was stopped and the other stages released"
         ) from None
+    except RayTaskError as err:  # a stage raised (bad tensor, interpreter error)
+        cause = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise PipelineError(f"a stage failed after {done} of {len(feeds)} inputs: {cause}; the run was stopped") from None
     finally:
         for a in actors:
             ray.kill(a, no_restart=True)
