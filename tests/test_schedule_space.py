@@ -213,3 +213,33 @@ def test_state_roundtrips_through_records_and_database(gmm, target):
     assert sch is not None
     tvm.ir.assert_structural_equal(sch.mod, state.mod)
     check_gmm(back, target)
+
+
+def test_metaschedule_mutated_traces_map_back_to_the_same_program(c1d):
+    """Records written by MetaSchedule's own search (its mutators) become states of the right
+    sketch: C1D's sketches differ only in where the cache-write block sits."""
+    import tvm
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    mutators = ms.Mutator.create("llvm")
+    for m in mutators:
+        m._initialize_with_tune_context(c1d.ctx)
+    rng = np.random.default_rng(0)
+    checked = 0
+    for i in range(6):
+        state = c1d.random_state(i % c1d.num_sketches, rng)
+        for m in mutators:
+            trace = m.apply(state.trace)
+            if trace is None:
+                continue
+            sch = s_tir.Schedule(c1d.mod, seed=1)
+            trace.apply_to_schedule(sch, remove_postproc=True)
+            sch.enter_postproc()
+            if not all(p.apply(sch) for p in c1d.postprocs):
+                continue
+            back = c1d.state_from_trace_json(sch.trace.as_json())
+            assert back is not None, type(m).__name__
+            tvm.ir.assert_structural_equal(back.mod, sch.mod)
+            checked += 1
+    assert checked >= 12

@@ -32,6 +32,7 @@ so `action_mask` hides it from then on; the mask also hides edits that are illeg
 
 from __future__ import annotations
 
+import json
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -86,6 +87,21 @@ def _tvm_decision(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
+    """Instructions of a trace JSON with the tunable parallel value blanked, one string each.
+
+    Sketches of one task can differ only in an instruction's inputs (e.g. the loop a cache-write
+    block is computed at), so kinds alone do not tell them apart.
+    """
+    out = []
+    for inst in json_insts:
+        kind, inputs, attrs = inst[0], list(inst[1]), inst[2]
+        if kind == "Annotate" and attrs and attrs[0] == PARALLEL_ANN:
+            inputs = inputs[:1]
+        out.append(json.dumps([kind, inputs, attrs, inst[3]], default=str))
+    return tuple(out)
+
+
 @dataclass
 class Sketch:
     """Static facts of one design space, read once from its trace."""
@@ -100,7 +116,7 @@ class Sketch:
     loc_slots: list[int]
     anchor: str | None  # block whose outer loops the parallel edit counts
     parallel_default: int | None  # the sketch's meta_schedule.parallel value (None: no annotation)
-    kinds: tuple[str, ...]  # every instruction kind, for matching records to sketches
+    shape: tuple[str, ...]  # every instruction as JSON minus tunable values: matches records to sketches
     default_decisions: tuple[Any, ...]
 
 
@@ -225,7 +241,7 @@ class ScheduleSpace:
             index=index, insts=insts, sample_kinds=tuple(kinds), tile_slots=tile_slots,
             tile_max_innermost=tile_inner, cat_slots=cat_slots, cat_sizes=cat_sizes, loc_slots=loc_slots,
             anchor=anchor, parallel_default=parallel_default,
-            kinds=tuple(i.kind.name for i in insts), default_decisions=tuple(defaults),
+            shape=_instruction_shape(trace.as_json()[0]), default_decisions=tuple(defaults),
         )
 
     # ------------------------------------------------------------------ replay
@@ -442,16 +458,20 @@ class ScheduleSpace:
         """Rebuild a state from a trace's JSON (as `Trace.as_json()` or a record stores it)."""
         insts, decisions = trace_json[0], trace_json[1]
         end = next((i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
-        kinds = tuple(inst[0] for inst in insts[:end])
+        shape = _instruction_shape(insts[:end])
         by_index = {int(i): v for i, v in decisions}
         for sk in self.sketches:
-            if kinds[: len(sk.kinds)] != sk.kinds:
+            if shape[: len(sk.shape)] != sk.shape:
                 continue
-            values = [_py(by_index[i]) for i, inst in enumerate(insts[: len(sk.kinds)]) if inst[0].startswith("Sample")]
+            values = [_py(by_index[i]) for i, inst in enumerate(insts[: len(sk.shape)]) if inst[0].startswith("Sample")]
+            # the last value given to the root's parallel annotation: our override, or the
+            # sketch's own instruction as MetaSchedule's MutateParallel rewrites it
             par = None
-            for inst in insts[len(sk.kinds): end]:
+            for inst in insts[:end]:
                 if inst[0] == "Annotate" and inst[2] and inst[2][0] == PARALLEL_ANN:
                     par = int(inst[1][1])
+            if par == sk.parallel_default:
+                par = None
             return self.replay(sk.index, values, par)
         return None
 
