@@ -29,17 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from hiertune.errors import HiertuneError  # noqa: E402
 
 DEFAULT_MODELS = "mobilenetv2,efficientnetb0,densenet121,inceptionv3"
 RESULTS = ROOT / "bench" / "results"
-
-
-def model_path(name: str) -> Path:
-    for folder in (ROOT / "bench" / "models", ROOT / "runs" / "zoo"):
-        if (folder / f"{name}.tflite").is_file():
-            return folder / f"{name}.tflite"
-    raise HiertuneError(f"no {name}.tflite in bench/models or runs/zoo; run bench/zoo/make_zoo.py first")
 
 
 def split_and_check(model: Path, graph, stages: list[int], out: Path) -> dict:
@@ -76,7 +68,7 @@ def main() -> None:
     from hiertune.solvers.baselines import libcoral_partition
     from hiertune.solvers.ilp import IlpConfig, evaluate_partition
     from hiertune.solvers.incilp import IncIlpConfig, inc_ilp
-    from hiertune.solvers.zoo import tflite_graph_from_file
+    from hiertune.solvers.zoo import tflite_graph_from_file, zoo_tflite_path
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     ks = [int(k) for k in args.stages.split(",")]
@@ -88,7 +80,7 @@ def main() -> None:
     single: dict[str, float] = {}
     bar = tqdm(total=len(models) * len(ks), desc="model x K", unit="case")
     for name in models:
-        path = model_path(name)
+        path = zoo_tflite_path(name, ROOT)
         graph = tflite_graph_from_file(path, name=name)
         # the unsplit model in one actor: what pipelining is measured against
         one = split_and_check(path, graph, [0] * graph.num_nodes, work / f"{name}_k1")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="the whole model, an int8 .tflite file")
+    parser.add_argument("--model", required=True,
+                        help="the whole model: an int8 .tflite file, or a zoo name (bench/models/, runs/zoo/)")
     parser.add_argument("--plan", required=True, help="JSON plan: operator node -> stage (from `hiertune partition`)")
     parser.add_argument("--inputs", type=int, default=50, help="number of random inputs to stream (default 50)")
     parser.add_argument("--device", choices=["cpu", "edgetpu"], default="cpu",
@@ -44,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
         require_edgetpu_runtime()  # before splitting or starting Ray: one clear error
     model = Path(args.model)
+    if model.suffix != ".tflite" and not model.exists():
+        from hiertune.solvers.zoo import zoo_tflite_path
+
+        model = zoo_tflite_path(args.model)
     out_dir = Path(args.out_dir or f"runs/pipeline/{model.stem}")
     plan = load_plan(args.plan)
     manifest = segment_tflite(model, plan, out_dir)

@@ -46,6 +46,20 @@ def load_zoo_graph(name: str, form: str = "keras") -> OpGraph:
     return OpGraph.load_json(path)
 
 
+def zoo_tflite_path(name: str, root: str | Path | None = None) -> Path:
+    """A zoo model's int8 .tflite: committed under bench/models/, or regenerated into runs/zoo/
+    (both relative to the repository root, by default the working directory)."""
+    root = Path(root) if root is not None else Path.cwd()
+    for folder in (root / "bench" / "models", root / "runs" / "zoo"):
+        path = folder / f"{name.lower()}.tflite"
+        if path.is_file():
+            return path
+    raise HiertuneError(
+        f"no {name.lower()}.tflite in bench/models/ or runs/zoo/ (from the repository root); "
+        "regenerate it with bench/zoo/make_zoo.py, or pass the path of a .tflite file"
+    )
+
+
 # ------------------------------------------------------------------------- TFLite op graphs
 def _tensor_bytes(tensor: Any) -> int:
     n = 1
