@@ -119,6 +119,8 @@ def main() -> None:
                 case["plans"][label]["throughput_per_s"] = best["throughput_per_s"]
                 case["plans"][label]["e2e_p50_ms"] = min(r["e2e_p50_ms"] for r in runs)
                 case["plans"][label]["stage_mean_ms"] = [s["mean_ms"] for s in best["stages"]]
+                # the slowest stage bounds a pipeline's throughput when every stage has its own core
+                case["plans"][label]["bottleneck_stage_ms"] = max(s["mean_ms"] for s in best["stages"])
             a, b = case["plans"]["incilp"], case["plans"]["libcoral"]
             case["ratios"] = {
                 "throughput_incilp_over_libcoral": a["throughput_per_s"] / b["throughput_per_s"],
