@@ -98,8 +98,19 @@ def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
         kind, inputs, attrs = inst[0], list(inst[1]), inst[2]
         if kind == "Annotate" and attrs and attrs[0] == PARALLEL_ANN:
             inputs = inputs[:1]
-        out.append(json.dumps([kind, inputs, attrs, inst[3]], default=str))
+        out.append(json.dumps(_plain([kind, inputs, attrs, inst[3]])))
     return tuple(out)
+
+
+def _plain(x: Any) -> Any:
+    """TVM JSON pieces (IntImm, Array, String) as plain Python, so live and stored traces compare."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x if not isinstance(x, str) else str(x)
+    if hasattr(x, "value") and not hasattr(x, "__len__"):
+        return x.value
+    if hasattr(x, "__iter__"):
+        return [_plain(v) for v in x]
+    return str(x)
 
 
 @dataclass
