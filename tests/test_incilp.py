@@ -101,3 +101,21 @@ def test_solver_actor_through_ray(ray_session):
     assert exact.objectives <= remote.objectives and exact.optimal
     with pytest.raises(ResourceUnavailableError, match="gurobi"):
         start_solver_actor(SolverActorConfig(resource="gurobi"))
+
+
+class _WorseThanLibcoral:
+    """A deliberately poor pre-scheduler: everything in the last stage but one node per stage."""
+
+    def partition(self, graph, num_stages):
+        order = graph.topological_order()
+        stages = [num_stages - 1] * graph.num_nodes
+        for s, v in enumerate(order[: num_stages - 1]):
+            stages[v] = s
+        return stages
+
+
+def test_best_initial_plan_keeps_the_better_of_pointer_and_libcoral():
+    g = graph(12, 40)
+    res = inc_ilp(g, 3, IncIlpConfig(gamma=1, initial="best", ilp=ILP), scheduler=_WorseThanLibcoral())
+    assert res.initial_source == "libcoral"
+    assert res.initial_objectives == evaluate_partition(g, libcoral_partition(g, 3), 3, ILP.cache_bytes)
