@@ -25,10 +25,6 @@ class BaselineConfig:
 def run_baseline(workload: Workload, target: object, runner: MeasureRunner, store: RecordStore,
                  config: BaselineConfig, on_measured: Callable[[str, int], None] | None = None) -> int:
     """Tune until `config.trials` MetaSchedule trials are in the records; returns trials run now."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from hiertune.platform.ms_bridge import RecordCallback, actor_builder_and_runner
-
     done = len(store.trials(tuner=TUNER))
     remaining = config.trials - done
     if remaining <= 0:
@@ -36,6 +32,25 @@ def run_baseline(workload: Workload, target: object, runner: MeasureRunner, stor
     for task in workload.tasks:
         store.add_workload(task.name, task.mod, task.weight)
     os.makedirs(config.work_dir, exist_ok=True)
+    # MetaSchedule sometimes stops a few trials short of its budget (a round's candidates shrink
+    # after dedupe against the database); top up so resumed and fresh runs spend the same budget.
+    for _ in range(3):
+        remaining = config.trials - len(store.trials(tuner=TUNER))
+        if remaining <= 0:
+            break
+        before = len(store.trials(tuner=TUNER))
+        _tune_once(workload, target, runner, store, config, remaining, on_measured)
+        if len(store.trials(tuner=TUNER)) == before:
+            break
+    return len(store.trials(tuner=TUNER)) - done
+
+
+def _tune_once(workload: Workload, target: object, runner: MeasureRunner, store: RecordStore,
+               config: BaselineConfig, trials: int, on_measured: Callable[[str, int], None] | None) -> None:
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.platform.ms_bridge import RecordCallback, actor_builder_and_runner
+
     contexts = [
         ms.TuneContext(
             mod=task.mod, target=target, space_generator="post-order-apply",
@@ -51,7 +66,7 @@ def run_baseline(workload: Workload, target: object, runner: MeasureRunner, stor
         tasks=contexts,
         task_weights=[float(t.weight) for t in workload.tasks],
         work_dir=config.work_dir,
-        max_trials_global=remaining,
+        max_trials_global=trials,
         num_trials_per_iter=config.batch,
         builder=builder,
         runner=actor_runner,
@@ -60,4 +75,3 @@ def run_baseline(workload: Workload, target: object, runner: MeasureRunner, stor
         measure_callbacks=[ms.measure_callback.AddToDatabase(), ms.measure_callback.UpdateCostModel(), callback],
         task_scheduler=ms.task_scheduler.GradientBased(),
     )
-    return len(store.trials(tuner=TUNER)) - done

@@ -84,6 +84,7 @@ class RecordStore:
         self.path = Path(path)
         self.workloads: dict[str, dict[str, Any]] = {}
         self.measures: list[MeasureRecord] = []
+        self._torn_tail = False
         if self.path.is_dir():
             raise HiertuneError(f"--records {self.path} is a directory; give a file path such as runs/gmm.jsonl")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +95,8 @@ class RecordStore:
     def _load(self) -> None:
         with self.path.open("r", encoding="utf-8", errors="replace") as f:
             lines = f.readlines()
+        # A torn last line has no newline: start the next record on a fresh line, or it is lost too.
+        self._torn_tail = bool(lines) and not lines[-1].endswith("\n")
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -128,6 +131,9 @@ class RecordStore:
     # ------------------------------------------------------------------ writing
     def _write(self, data: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as f:
+            if self._torn_tail:
+                f.write("\n")
+                self._torn_tail = False
             f.write(json.dumps(data, separators=(",", ":")) + "\n")
             f.flush()
             os.fsync(f.fileno())

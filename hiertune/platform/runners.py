@@ -88,9 +88,12 @@ class Measurer:
 
         self.target = make_target(config.target, num_cores=max(1, int(config.num_cpus)))
         self.device_type = {"cpu": "cpu", "gpu": "cuda"}[config.device]
+        # The constructor's worker sanity check runs under the timeout too: give it a sane one,
+        # then apply the configured per-build limit.
         self.builder = ms.builder.LocalBuilder(
-            max_workers=config.build_workers, timeout_sec=config.build_timeout_s, f_build=fast_build
+            max_workers=config.build_workers, timeout_sec=max(config.build_timeout_s, 30.0), f_build=fast_build
         )
+        self.builder.timeout_sec = config.build_timeout_s
         self.runner = ms.runner.LocalRunner(
             timeout_sec=config.run_timeout_s,
             evaluator_config=EvaluatorConfig(
