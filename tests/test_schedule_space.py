@@ -243,3 +243,19 @@ def test_metaschedule_mutated_traces_map_back_to_the_same_program(c1d):
             tvm.ir.assert_structural_equal(back.mod, sch.mod)
             checked += 1
     assert checked >= 12
+
+
+def test_compute_location_candidates_match_metaschedule(c1d):
+    """The rebuilt CollectComputeLocation list equals what replay accepts (probing every index)."""
+    rng = np.random.default_rng(12)
+    for k in range(c1d.num_sketches):
+        state = c1d.random_state(k, rng)
+        sk = c1d.sketches[k]
+        slot = sk.loc_slots[0]
+        legal = set()
+        for c in range(-2, 20):
+            d = list(state.decisions)
+            d[slot] = c
+            sch = c1d._apply(sk, d, 1)
+            legal.add(c1d._read_decisions(sch)[slot])  # replay rounds down to a legal location
+        assert set(state.loc_candidates[0]) == legal

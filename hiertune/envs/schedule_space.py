@@ -12,9 +12,11 @@ Edits (layout and decoding in `edit_actions`):
 * tile-size: move the smallest prime factor of one tile level to another level of the same loop;
   the product stays the loop extent; the innermost level respects `max_innermost_factor`.
 * compute-at: step to the previous / next legal location of a SampleComputeLocation. MetaSchedule
-  keeps the legal list in C++ (unit loops and reduction loops excluded) and rounds an illegal
-  decision down to the nearest legal one, so -1 is a single replay at `decision - 1` and +1 probes
-  `decision + 1, + 2, ...` until the read-back decision moves up.
+  keeps the legal list in C++ (CollectComputeLocation); `tir_loops.compute_location_candidates`
+  rebuilds it from the replayed program (unit loops, data-parallel loops after a reduction loop
+  and trailing reduction loops excluded) less two C++-only checks, so it may hold a location too
+  many. Replay rounds an illegal decision down to the nearest legal one, so the edit replays at
+  the next candidate in its direction until the read-back decision moves.
 * parallel: the sketch annotates the root with `meta_schedule.parallel = 16 * cores`;
   `RewriteParallelVectorizeUnroll` then fuses the leading data-parallel loops of each block until
   their product exceeds that value, and parallelises the fused loop. The edit changes the number
@@ -125,6 +127,7 @@ class Sketch:
     cat_slots: list[int]
     cat_sizes: list[int]
     loc_slots: list[int]
+    loc_blocks: list[str]  # the block each SampleComputeLocation places
     anchor: str | None  # block whose outer loops the parallel edit counts
     parallel_default: int | None  # the sketch's meta_schedule.parallel value (None: no annotation)
     shape: tuple[str, ...]  # every instruction as JSON minus tunable values: matches records to sketches
@@ -142,6 +145,7 @@ class ScheduleState:
     anchor_fused: int  # loops fused into the anchor block's parallel loop
     anchor_extents: tuple[int, ...]  # the anchor's loop extents before postproc (outermost first)
     ladder: dict[int, int]  # fused count -> annotation value (from the anchor's loops)
+    loc_candidates: tuple[tuple[int, ...], ...]  # per SampleComputeLocation: its candidate locations
     sch: Any  # s_tir.Schedule after postprocs
     key: tuple = field(init=False)
     invalid: set[int] = field(default_factory=set)  # actions that failed from this state
@@ -204,6 +208,7 @@ class ScheduleSpace:
         self.sketches = [self._read_sketch(i, s) for i, s in enumerate(spaces)]
         self.flops = float(tvm.s_tir.analysis.estimate_tir_flops(self.mod))
         self._memo: OrderedDict[tuple, ScheduleState | None] = OrderedDict()
+        self._consumer_cache: dict[str, list[str]] = {}
         self.stats = {"replays": 0, "failed": 0}
 
     @property
@@ -215,6 +220,7 @@ class ScheduleSpace:
         trace = space.trace
         insts = list(trace.insts)
         kinds, tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots, defaults = [], [], [], [], [], [], []
+        loc_blocks: list[str] = []
         block_names: dict[int, str] = {}
         loop_block: dict[int, str] = {}
         anchor = None
@@ -243,6 +249,7 @@ class ScheduleSpace:
                 cat_sizes.append(len(inst.attrs[0]))
             elif kind == SAMPLE_LOCATION:
                 loc_slots.append(slot)
+                loc_blocks.append(block_names.get(hash(inst.inputs[0]), ""))
         if anchor is None:  # no tiling (e.g. an elementwise sketch): the block with most loops
             func = space.mod["main"]
             names = [n for n in tir_loops.root_child_block_names(func)]
@@ -251,9 +258,16 @@ class ScheduleSpace:
         return Sketch(
             index=index, insts=insts, sample_kinds=tuple(kinds), tile_slots=tile_slots,
             tile_max_innermost=tile_inner, cat_slots=cat_slots, cat_sizes=cat_sizes, loc_slots=loc_slots,
+            loc_blocks=loc_blocks,
             anchor=anchor, parallel_default=parallel_default,
             shape=_instruction_shape(trace.as_json()[0]), default_decisions=tuple(defaults),
         )
+
+    def _consumers(self, block: str) -> list[str]:
+        """A block's consumers in the unscheduled task (for when a schedule inlined the block)."""
+        if block not in self._consumer_cache:
+            self._consumer_cache[block] = tir_loops.consumer_names(self.mod["main"], block) if block else []
+        return self._consumer_cache[block]
 
     # ------------------------------------------------------------------ replay
     def _apply(self, sk: Sketch, decisions: Sequence[Any] | None, seed: int) -> Any | None:
@@ -286,6 +300,9 @@ class ScheduleSpace:
         loops = tir_loops.loops_above(func, sk.anchor) if sk.anchor else None
         infos = tir_loops.loop_infos(loops) if loops else []
         ladder = tir_loops.parallel_ladder(infos) if sk.parallel_default is not None else {}
+        loc_candidates = tuple(
+            tuple(tir_loops.compute_location_candidates(func, b, self._consumers(b))) for b in sk.loc_blocks
+        )
         try:
             if parallel_extent is not None and sk.parallel_default is not None:
                 root = sch.get_sblock("root")
@@ -303,7 +320,7 @@ class ScheduleSpace:
         return ScheduleState(
             sketch=sk.index, decisions=decisions, parallel_extent=parallel_extent,
             parallel_counts=counts, anchor_fused=anchor_fused,
-            anchor_extents=tuple(extents), ladder=ladder, sch=sch, space=self,
+            anchor_extents=tuple(extents), ladder=ladder, loc_candidates=loc_candidates, sch=sch, space=self,
         )
 
     def replay(self, sketch: int, decisions: Sequence[Any] | None, parallel_extent: int | None = None,
@@ -346,11 +363,10 @@ class ScheduleSpace:
                 for dst in range(len(factors)):
                     if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i]):
                         mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst))] = True
-        depth = len(state.anchor_extents) + 8
         for j, slot in enumerate(sk.loc_slots[: ea.MAX_COMPUTE_AT]):
-            loc = d[slot]
-            mask[ea.encode(ea.Edit("compute_at", inst=j, delta=-1))] = loc > -2
-            mask[ea.encode(ea.Edit("compute_at", inst=j, delta=1))] = loc < depth
+            loc, cands = d[slot], state.loc_candidates[j]
+            mask[ea.encode(ea.Edit("compute_at", inst=j, delta=-1))] = any(c < loc for c in cands)
+            mask[ea.encode(ea.Edit("compute_at", inst=j, delta=1))] = any(c > loc for c in cands)
         if state.ladder:
             counts = sorted(state.ladder)
             mask[ea.PARALLEL_OFFSET] = any(c < state.anchor_fused for c in counts)
@@ -411,24 +427,23 @@ class ScheduleSpace:
         return self.replay(state.sketch, d, par)
 
     def _edit_compute_at(self, state: ScheduleState, sk: Sketch, d: list[Any], edit: ea.Edit) -> ScheduleState | None:
+        """Replay at the next candidate location in the edit's direction until the read-back
+        decision moves (replay rounds an illegal location down to the nearest legal one)."""
         slot = sk.loc_slots[edit.inst]
         cur = d[slot]
-        limit = len(state.anchor_extents) + 8
-        probe = cur + edit.delta
-        while -2 <= probe <= limit:
+        cands = state.loc_candidates[edit.inst]
+        probes = sorted((c for c in cands if c > cur)) if edit.delta > 0 else sorted((c for c in cands if c < cur), reverse=True)
+        for probe in probes:
             d[slot] = probe
             sch = self._apply(sk, d, 1)
             if sch is None:
                 return None
             got = self._read_decisions(sch)[slot]
-            if (got - cur) * edit.delta > 0:  # replay rounded to a legal location past `cur`
+            if (got - cur) * edit.delta > 0:
                 new = self._finish(sk, sch, state.parallel_extent)
                 if new is None:
                     self.stats["failed"] += 1
                 return new
-            if edit.delta < 0:
-                return None  # rounding down from cur-1 landed on cur or below nothing legal
-            probe += 1
         return None
 
     # ------------------------------------------------------------------ observation

@@ -217,3 +217,72 @@ def fused_prefix(func: Any, block_name: str, extents: list[int]) -> int:
         if prod > target:
             break
     return 0
+
+
+def _region_buffer(region: Any) -> Any:
+    """The buffer (its data var in TVM 0.27's TensorRegion) a block read/write region names."""
+    return region.buffer if hasattr(region, "buffer") else region.source
+
+
+def consumer_names(func: Any, producer: str) -> list[str]:
+    """Blocks in the root scope that read a buffer `producer` writes ([] if it is not there)."""
+    realizes = list(child_realizes(func.body.block.body))
+    prod = next((r for r in realizes if r.block.name_hint == producer), None)
+    if prod is None:
+        return []
+    written = [_region_buffer(w) for w in prod.block.writes]
+    return [
+        r.block.name_hint for r in realizes
+        if r.block.name_hint != producer
+        and any(_region_buffer(rd).same_as(b) for rd in r.block.reads for b in written)
+    ]
+
+
+def max_loop_depth(func: Any) -> int:
+    """The deepest loop nest of a function (a bound on compute-at loop indices)."""
+    from tvm import tirx
+
+    def depth(stmt: Any) -> int:
+        if _is_realize(stmt):
+            return depth(stmt.block.body)
+        here = 1 if isinstance(stmt, tirx.For) else 0
+        return here + max((depth(c) for c in _children(stmt)), default=0)
+
+    return depth(func.body)
+
+
+def compute_location_candidates(func: Any, producer: str, fallback_consumers: list[str]) -> list[int]:
+    """The locations SampleComputeLocation may choose for block `producer`, as MetaSchedule's
+    CollectComputeLocation lists them, read from a schedule where the decision is already made.
+
+    -2 (inline) and -1 (root) come first; then each loop above the first consumer up to the
+    consumers' deepest common loop, skipping unit loops, data-parallel loops after a reduction
+    loop and trailing reduction loops. The consumer's loops are the same before and after the
+    producer moved under one of them, so the final schedule can answer; when the producer was
+    inlined, `fallback_consumers` (found in the unscheduled function) name its consumers. Two
+    checks stay in C++ (CanComputeInline, CanComputeAt), so the list can hold a location too many
+    (replay is the judge). When the consumers cannot be found, every loop index is a candidate.
+    """
+    consumers = consumer_names(func, producer) or list(fallback_consumers)
+    chains = [loops_above(func, name) for name in consumers]
+    if not producer or not consumers or any(c is None for c in chains):
+        return list(range(-2, max_loop_depth(func)))
+    common = 0
+    while all(len(c) > common for c in chains) and all(c[common].same_as(chains[0][common]) for c in chains):
+        common += 1
+    loops = chains[0][:common]
+    data_par = loops_data_par(loops)
+    last_dp = max((i for i, dp in enumerate(data_par) if dp), default=-1)
+    out, visited_reduce = [-2, -1], False
+    for i, loop in enumerate(loops):
+        if hasattr(loop.extent, "value") and int(loop.extent.value) == 1:
+            continue
+        if data_par[i]:
+            if visited_reduce:
+                break
+        else:
+            visited_reduce = True
+            if i > last_dp:
+                break
+        out.append(i)
+    return out
