@@ -114,3 +114,21 @@ def test_sketch_reward_is_normalised_best() -> None:
     assert sketch_reward(0.5e-3, 1e-3) == 1.0
     assert sketch_reward(math.inf, 1e-3) == 0.0
     assert sketch_reward(1e-3, math.inf) == 1.0
+
+
+def test_disabled_arms_leave_play() -> None:
+    """A task or sketch with nothing left to measure is never chosen again."""
+    module = build_module(0.25, 8)
+    window = SlidingWindow(3, 8)
+    window.disable(0)
+    assert choose(module, window) == 1  # arm 0 is unchosen but out of play
+    window.disable(1)
+    assert choose(module, window) == 2 and not window.exhausted
+    window.disable(2)
+    assert window.exhausted
+
+
+def test_task_without_flops_has_a_finite_gradient() -> None:
+    reshape = TaskProgress(weight=1, flops=0.0, group="reshape")
+    reshape.add_round(1e-5, 4)
+    assert math.isfinite(task_gradient([reshape], 0)) and task_gradient([reshape], 0) < 0

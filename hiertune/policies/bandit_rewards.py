@@ -53,7 +53,9 @@ def task_gradient(tasks: list[TaskProgress], n: int) -> float:
         backward = 0.0
     similar = [t for t in tasks if t.group == task.group and t.best < float("inf") and t.flops > 0]
     best_speed = max((t.flops / t.best for t in similar), default=task.flops / g_now)
-    forward = min(-g_now / max(task.trials, 1), BETA * task.flops / best_speed - g_now)
+    forward = -g_now / max(task.trials, 1)
+    if best_speed > 0:  # tasks without FLOPs (reshapes, copies) have only the first term
+        forward = min(forward, BETA * task.flops / best_speed - g_now)
     return task.weight * (ALPHA * backward + (1.0 - ALPHA) * forward)
 
 

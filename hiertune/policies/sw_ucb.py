@@ -66,6 +66,15 @@ class SlidingWindow:
         self.max_arms = max_arms
         self.t = 0
         self.pulls: deque[tuple[int, float]] = deque(maxlen=tau)
+        self.disabled: set[int] = set()
+
+    def disable(self, arm: int) -> None:
+        """Take an arm out of play (e.g. a task whose space is exhausted): it is never chosen again."""
+        self.disabled.add(arm)
+
+    @property
+    def exhausted(self) -> bool:
+        return len(self.disabled) >= self.n_arms
 
     def record(self, arm: int, reward: float) -> None:
         if not 0 <= arm < self.n_arms:
@@ -94,6 +103,7 @@ class SlidingWindow:
         obs["means"][: self.n_arms] = means
         obs["counts"][: self.n_arms] = counts
         obs["valid"][: self.n_arms] = 1.0
+        obs["valid"][sorted(self.disabled)] = 0.0
         return obs
 
 
