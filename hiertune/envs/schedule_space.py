@@ -72,7 +72,7 @@ class SpaceConfig:
 
     seed: int = 0
     random_fill_tries: int = 64  # random fills whose postproc fails are redrawn (GPU fills often fail)
-    memo_size: int = 4096  # (state, action) -> next state cache; tracks revisit states
+    memo_size: int = 1024  # (state, action) -> next state cache; tracks revisit states (~76 KiB a C2D state)
     num_threads: int = 1  # TuneContext threads (feature extraction)
 
 
