@@ -24,8 +24,11 @@ Edits (layout and decoding in `edit_actions`):
   annotation (unannotate + annotate on the root, recorded in the trace, so records replay it) to
   the smallest value on the ladder of prefix products of the anchor's outer loop extents that
   gives the next larger / smaller fused count. The count actually fused is read back from the
-  post-processed trace; an edit that does not change it is invalid. Tile edits keep the value
-  (MetaSchedule's semantics: the count then follows the new extents).
+  post-processed program (the anchor's parallel loop extent; the postproc may give loops to
+  vectorization, or another block sharing the outer loops may fuse them); an edit that does not
+  change it is invalid. Tile edits keep the value (MetaSchedule's semantics: the count then
+  follows the new extents). `state.parallel_counts` (fused loops per root block, from the
+  post-processed trace) is part of the state key.
 * auto-unroll: step the SampleCategorical index (unroll candidates, e.g. [0, 16, 64, 512]).
 
 An edit whose replay or postproc fails returns the unchanged state (a no-op) and is remembered,
