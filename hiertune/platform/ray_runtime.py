@@ -52,6 +52,7 @@ def init_ray(config: RayConfig | None = None) -> dict[str, Any]:
             ray.init(address=address, log_to_driver=config.log_to_driver)
         else:
             ray.init(
+                address="local",  # a new local node, never a `ray start` cluster found by chance
                 num_cpus=config.num_cpus,
                 num_gpus=config.num_gpus,
                 include_dashboard=False,
