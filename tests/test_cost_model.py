@@ -70,9 +70,9 @@ def test_model_learns_the_ranking(measured):
           f"latency range {lat.min() * 1e6:.0f}-{lat.max() * 1e6:.0f} us")
     assert train_rho > 0.5
     assert test_rho > 0.0
-    # the best-predicted held-out schedule is better than the held-out median
-    best = 44 + int(np.argmax(pred[44:]))
-    assert lat[best] < np.median(lat[44:])
+    # the 4 best-predicted held-out schedules are faster than the held-out median
+    top4 = 44 + np.argsort(-pred[44:])[:4]
+    assert np.median(lat[top4]) < np.median(lat[44:])
 
 
 def test_predict_batch_of_64_and_failed_measurements(measured):
