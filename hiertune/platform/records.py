@@ -25,8 +25,24 @@ from typing import Any
 from hiertune.errors import HiertuneError
 
 
+class LatencyOutcome:
+    """Shared by measurement results and records: latencies or an error, never both."""
+
+    latencies_s: list[float] | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.latencies_s)
+
+    @property
+    def mean_s(self) -> float:
+        """Mean latency; infinite for a failed candidate so it never wins a comparison."""
+        return sum(self.latencies_s) / len(self.latencies_s) if self.ok else float("inf")
+
+
 @dataclass
-class MeasureRecord:
+class MeasureRecord(LatencyOutcome):
     """One measured candidate as stored (the trace stays JSON until someone needs TVM objects)."""
 
     task: str
@@ -40,14 +56,6 @@ class MeasureRecord:
     tuner: str = ""
     trial: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and bool(self.latencies_s)
-
-    @property
-    def mean_s(self) -> float:
-        return sum(self.latencies_s) / len(self.latencies_s) if self.ok else float("inf")
 
     def to_json(self) -> dict[str, Any]:
         data = {

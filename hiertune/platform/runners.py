@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hiertune.errors import HiertuneError
+from hiertune.platform.records import LatencyOutcome
 
 
 @dataclass
@@ -50,19 +51,12 @@ class MeasureInput:
 
 
 @dataclass
-class MeasureResult:
+class MeasureResult(LatencyOutcome):
     latencies_s: list[float] | None
     error: str | None = None
     build_s: float = 0.0
     run_s: float = 0.0
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None and bool(self.latencies_s)
-
-    @property
-    def mean_s(self) -> float:
-        return sum(self.latencies_s) / len(self.latencies_s) if self.ok else float("inf")
 
 
 def _short_error(text: str, limit: int = 400) -> str:
