@@ -83,8 +83,10 @@ def make_target(spec: str | dict[str, Any], *, num_cores: int | None = None) -> 
     if kind == "llvm":
         spec.setdefault("mcpu", codegen.llvm_get_system_cpu())
         spec.setdefault("num-cores", num_cores or os.cpu_count() or 1)
-    elif kind == "cuda":
-        spec.setdefault("arch", "sm_90")
+    elif kind == "cuda":  # MetaSchedule's GPU rules need the limits, not only the arch
+        for key, value in (("arch", "sm_90"), ("max_threads_per_block", 1024),
+                           ("max_shared_memory_per_block", 49152), ("thread_warp_size", 32)):
+            spec.setdefault(key, value)
     try:
         return tvm.target.Target(spec)
     except Exception as err:  # noqa: BLE001 - TVM raises ValueError or its own error types
