@@ -27,6 +27,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topk", type=int, default=8, help="candidates measured per round (8)")
     parser.add_argument("--min-tracks", type=int, default=2, help="a round ends below this many live tracks (2)")
     parser.add_argument("--max-steps", type=int, default=60, help="cap on track steps per round; fixed-length length (60)")
+    parser.add_argument("--elite-starts", type=float, default=0.5,
+                        help="share of tracks starting from the best measured schedules; 0 = all random fills (0.5)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fixed-length", action="store_true", help="ablation: no adaptive stopping")
     parser.add_argument("--no-subgraph-bandit", action="store_true", help="ablation: tasks round-robin")
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     config = HarlConfig(
         trials=args.trials, c=args.c, tau=args.tau, lam=args.lam, rho=args.rho, tracks=args.tracks,
         topk=args.topk, min_tracks=args.min_tracks, max_steps=args.max_steps, fixed_length=args.fixed_length,
-        subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
+        elite_fraction=args.elite_starts, subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
     )
     config.validate()
     console = Console()
@@ -75,12 +77,14 @@ def run(args: argparse.Namespace) -> int:
         runner.close()
 
     console.print(task_table(workload, store, config.topk))
+    if result.exhausted:
+        console.print(f"stopped at {result.trials} trials: every sketch of every task ran out of unmeasured schedules")
     console.print(
         f"search {result.search_s:.1f} s for {result.new_trials} new trials = "
         f"{result.search_s_per_trial:.3f} s/trial (RL + cost model + replay); measurement {result.measure_s:.1f} s"
     )
     if args.plot:
-        path = plot_run(workload, store, result, args.plot)
+        path = plot_run(workload, store, args.plot)
         console.print(f"plot -> {path}")
     return 0
 
@@ -106,7 +110,7 @@ def task_table(workload: Any, store: Any, first_batch: int) -> Any:
     return table
 
 
-def plot_run(workload: Any, store: Any, result: Any, path: str) -> Path:
+def plot_run(workload: Any, store: Any, path: str) -> Path:
     """Tuning curve (weighted best latency vs trials) and per-task trial allocation (HARL Fig. 10)."""
     import matplotlib
 
@@ -127,15 +131,22 @@ def plot_run(workload: Any, store: Any, result: Any, path: str) -> Path:
     ax_curve.set_ylabel("best (weighted) latency (ms)")
     ax_curve.set_title(f"tuning curve: {workload.name}")
     ax_curve.grid(alpha=0.3)
+    # allocation over time: cumulative trials of each task along the run (HARL's Figure 10)
     names = [t.name for t in workload.tasks]
-    trials = [result.task_trials.get(n, 0) for n in names]
-    weights = np.array([t.weight for t in workload.tasks], dtype=float)
-    x = np.arange(len(names))
-    ax_alloc.bar(x - 0.2, np.array(trials) / max(sum(trials), 1), width=0.4, label="share of trials")
-    ax_alloc.bar(x + 0.2, weights / weights.sum(), width=0.4, label="share of weight")
-    ax_alloc.set_xticks(x, names, rotation=60, ha="right", fontsize=7)
+    order = [m.task for m in store.trials(tuner=TUNER)]
+    cumulative = np.zeros((len(names), len(order)))
+    index = {n: i for i, n in enumerate(names)}
+    for j, task in enumerate(order):
+        if j:
+            cumulative[:, j] = cumulative[:, j - 1]
+        if task in index:
+            cumulative[index[task], j] += 1
+    labels = [f"{t.name} (w={t.weight})" for t in workload.tasks]
+    ax_alloc.stackplot(np.arange(1, len(order) + 1), cumulative, labels=labels)
+    ax_alloc.set_xlabel("measured trials")
+    ax_alloc.set_ylabel("trials given to each task (stacked)")
     ax_alloc.set_title("trial allocation per task")
-    ax_alloc.legend()
+    ax_alloc.legend(fontsize=6, loc="upper left", ncol=1 + len(names) // 12)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from hiertune.policies.sw_ucb import SlidingWindow, bandit_action_space, bandit_
 
 ValueFn = Callable[[list[dict[str, np.ndarray]]], np.ndarray]
 ScoreFn = Callable[[int, list[Any]], np.ndarray]
+EliteFn = Callable[[int, int], list[Any]]
 
 
 @dataclass
@@ -49,6 +50,7 @@ class HarlEnvConfig:
     c: float = 0.25
     tau: int = 256
     subgraph_tau: int = 256
+    elite_fraction: float = 0.0  # share of tracks that start from the best measured schedules
 
 
 @dataclass
@@ -64,7 +66,9 @@ class HarlEnv(MultiAgentEnv):
     """One search round over `spaces` (one schedule space per task).
 
     `score_fn(task, states)` is the cost model (higher = faster); `value_fn(observations)` the
-    PPO critic, used only for adaptive stopping. Both are set by the search loop, which owns them.
+    PPO critic, used only for adaptive stopping; `elite_fn(task, sketch)` the best measured
+    states of a sketch, best first, where `elite_fraction` of the tracks start (the rest start
+    from random fills). All are set by the search loop, which owns them.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class HarlEnv(MultiAgentEnv):
         value_fn: ValueFn | None,
         config: HarlEnvConfig | None = None,
         seed: int = 0,
+        elite_fn: EliteFn | None = None,
     ) -> None:
         super().__init__()
         self.config = config or HarlEnvConfig()
@@ -82,6 +87,7 @@ class HarlEnv(MultiAgentEnv):
         self.spaces = list(spaces)
         self.score_fn = score_fn
         self.value_fn = value_fn
+        self.elite_fn = elite_fn
         self.rng = np.random.default_rng(seed)
         first = self.spaces[0]
         track_space = track_observation_space(first.obs_dim, first.action_dim)
@@ -161,7 +167,9 @@ class HarlEnv(MultiAgentEnv):
         if not 0 <= arm < space.num_sketches:
             raise MultiAgentEnvError(f"sketch arm {arm} out of range (task has {space.num_sketches} sketches)")
         self.sketch = arm
-        states = [space.random_state(arm, self.rng) for _ in self.track_ids]
+        n_elite = int(round(self.config.elite_fraction * len(self.track_ids)))
+        elites = list(self.elite_fn(self.task, arm))[:n_elite] if self.elite_fn is not None and n_elite else []
+        states = elites + [space.random_state(arm, self.rng) for _ in self.track_ids[len(elites):]]
         scores = self.score_fn(self.task, states)
         obs: dict[str, Any] = {SKETCH_AGENT: self.sketch_windows[self.task].observation()}
         for aid, state, score in zip(self.track_ids, states, scores):

@@ -2,8 +2,10 @@
 
 Per round (= one `HarlEnv` episode):
   1. the subgraph bandit picks a task, the sketch bandit one of its sketches (SW-UCB modules)
-  2. I tracks start from random fills of the sketch; the shared PPO editor edits them step by
-     step, the cost model scoring every new schedule; adaptive stopping drops weak tracks
+  2. I tracks start from random fills of the sketch (by default half of them from its best
+     measured schedules instead, `elite_fraction`; 0 = the paper's pure random fills); the
+     shared PPO editor edits them step by step, the cost model scoring every new schedule;
+     adaptive stopping drops weak tracks
   3. PPO learns from the round's episode (learner group update)
   4. the top-K visited schedules by predicted score that are not measured yet go to the runner
   5. results are appended to the records; the cost model retrains on them
@@ -42,6 +44,7 @@ from hiertune.policies.ppo_editor import (
 )
 
 TUNER = "harl"
+ELITE_POOL = 32  # best measured states kept per task as track starts
 
 
 @dataclass
@@ -58,6 +61,7 @@ class HarlConfig:
     min_tracks: int = 2
     max_steps: int = 60
     fixed_length: bool = False
+    elite_fraction: float = 0.5  # tracks starting from the best measured schedules (0: all random fills)
     subgraph_bandit: bool = True
     seed: int = 0
     ppo: PPOEditorConfig = field(default_factory=PPOEditorConfig)
@@ -66,7 +70,7 @@ class HarlConfig:
         return HarlEnvConfig(
             tracks=self.tracks, lam=self.lam, rho=self.rho, min_tracks=self.min_tracks,
             max_steps=self.max_steps, fixed_length=self.fixed_length, gamma=self.ppo.gamma,
-            c=self.c, tau=self.tau, subgraph_tau=self.tau,
+            c=self.c, tau=self.tau, subgraph_tau=self.tau, elite_fraction=self.elite_fraction,
         )
 
     def validate(self) -> None:
@@ -80,6 +84,7 @@ class HarlConfig:
             (self.topk >= 1, "--topk must be >= 1"),
             (1 <= self.min_tracks <= self.tracks, "--min-tracks must be in 1..--tracks"),
             (self.max_steps >= 1, "--max-steps must be >= 1"),
+            (0 <= self.elite_fraction <= 1, "--elite-starts must be in [0, 1]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -112,6 +117,7 @@ class HarlResult:
     measure_s: float
     best_s: dict[str, float]
     task_trials: dict[str, int]
+    exhausted: bool = False  # stopped before the budget: no unmeasured schedule was left
 
     @property
     def search_s_per_trial(self) -> float:
@@ -141,11 +147,15 @@ class HarlSearch:
         self.cost_model = CostModel()  # one model for all tasks (each task its own label group)
         space = self.spaces[0]
         self.editor = PPOEditor(space.obs_dim, space.action_dim, PPOEditorConfig(**{**vars(config.ppo), "c": config.c, "tau": config.tau, "subgraph_tau": config.tau, "seed": config.seed}))
-        self.env = HarlEnv(self.spaces, self._score, self.editor.values, config.env_config(), seed=config.seed)
+        self.env = HarlEnv(
+            self.spaces, self._score, self.editor.values, config.env_config(), seed=config.seed, elite_fn=self._elites
+        )
         self.progress = [TaskProgress(float(t.weight), t.flops, task_group(t.name)) for t in self.tasks]
         self.measured: list[set[str]] = [set() for _ in self.tasks]
+        self.best_states: list[list[tuple[float, Any]]] = [[] for _ in self.tasks]  # (latency, state), best first
         self.rounds: list[RoundLog] = []
         self.rng = np.random.default_rng(config.seed)
+        self.exhausted = False  # every sketch of every task ran out of unmeasured schedules
         self._resume()
 
     # ------------------------------------------------------------------ pieces
@@ -165,10 +175,22 @@ class HarlSearch:
                 if state is not None:
                     states.append(state)
                     latencies.append(r.mean_s)
+                    self._keep_best(n, state, r.mean_s)
             best = min((r.mean_s for r in records), default=math.inf)
             self.progress[n].add_round(best, len(records))
         if states:
             self.cost_model.update(states, latencies)
+
+    def _keep_best(self, task: int, state: Any, latency: float) -> None:
+        if math.isfinite(latency):
+            best = self.best_states[task]
+            best.append((latency, state))
+            best.sort(key=lambda pair: pair[0])
+            del best[ELITE_POOL:]
+
+    def _elites(self, task: int, sketch: int) -> list[Any]:
+        """The best measured states of a sketch, best first (track starts besides random fills)."""
+        return [state for _, state in self.best_states[task] if state.sketch == sketch]
 
     def trials_done(self) -> int:
         return len(self.store.trials(tuner=TUNER))
@@ -187,8 +209,9 @@ class HarlSearch:
         from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
         options = None
-        if not self.config.subgraph_bandit:
-            options = {"task": len(self.rounds) % len(self.tasks)}
+        if not self.config.subgraph_bandit:  # ablation: round-robin over the tasks still in play
+            live = [n for n in range(len(self.tasks)) if n not in self.env.subgraph_window.disabled]
+            options = {"task": live[len(self.rounds) % len(live)]}
         obs, _ = self.env.reset(options=options)
         episode = MultiAgentEpisode(agent_to_module_mapping_fn=agent_to_module)
         started = False
@@ -265,6 +288,7 @@ class HarlSearch:
             for (state, key), result in zip(candidates, results):
                 self.store.append(self._record(task, state, result, key))
                 self.measured[task].add(key)
+                self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
             # 6. bandit rewards
             round_best = min((r.mean_s for r in results), default=math.inf)
@@ -286,14 +310,17 @@ class HarlSearch:
             self.rounds.append(log)
             if on_round is not None:
                 on_round(log)
-            if not candidates:
-                raise HiertuneError(
-                    f"task {self.tasks[task].name}: no unmeasured schedule left in sketch {sketch}; "
-                    "lower --trials for this small workload"
-                )
+            if not candidates:  # nothing new left in this sketch: take it (and maybe the task) out of play
+                self.env.sketch_windows[task].disable(sketch)
+                if self.env.sketch_windows[task].exhausted:
+                    self.env.subgraph_window.disable(task)
+                if self.env.subgraph_window.exhausted:
+                    self.exhausted = True
+                    break
         return HarlResult(
             rounds=self.rounds, trials=self.trials_done(), new_trials=self.trials_done() - start_trials,
             search_s=search_s, measure_s=measure_s,
             best_s={t.name: p.best for t, p in zip(self.tasks, self.progress)},
             task_trials={t.name: len(self.store.trials(t.name, tuner=TUNER)) for t in self.tasks},
+            exhausted=self.exhausted,
         )

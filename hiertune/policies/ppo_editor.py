@@ -19,11 +19,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule
+from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from hiertune.policies.sw_ucb import SWUCBModule, bandit_action_space, bandit_observation_space
 
@@ -74,6 +76,49 @@ def agent_to_module(agent_id: str, *args: Any, **kwargs: Any) -> str:
     return PPO_MODULE
 
 
+class MaskedPPOModule(DefaultPPOTorchRLModule):
+    """RLlib's default PPO actor-critic on `observations`, with illegal edits' logits at -inf.
+
+    The networks are built for the inner `observations` space; the Dict space with the mask is
+    what the module reports outward (RLlib's action-masking layout).
+    """
+
+    def __init__(self, *, observation_space: gym.spaces.Dict, **kwargs: Any) -> None:
+        self._with_mask = observation_space
+        super().__init__(observation_space=observation_space["observations"], **kwargs)
+
+    def setup(self) -> None:
+        super().setup()
+        self.observation_space = self._with_mask
+
+    @staticmethod
+    def _split(batch: dict) -> tuple[Any, dict]:
+        obs = batch[Columns.OBS]
+        return obs["action_mask"], {**batch, Columns.OBS: obs["observations"]}
+
+    @staticmethod
+    def _mask(out: dict, mask: Any) -> dict:
+        out[Columns.ACTION_DIST_INPUTS] = out[Columns.ACTION_DIST_INPUTS] + torch.clamp(torch.log(mask), min=FLOAT_MIN)
+        return out
+
+    def _forward_inference(self, batch: dict, **kwargs: Any) -> dict:
+        mask, batch = self._split(batch)
+        return self._mask(super()._forward_inference(batch, **kwargs), mask)
+
+    def _forward_exploration(self, batch: dict, **kwargs: Any) -> dict:
+        mask, batch = self._split(batch)
+        return self._mask(super()._forward_exploration(batch, **kwargs), mask)
+
+    def _forward_train(self, batch: dict, **kwargs: Any) -> dict:
+        mask, batch = self._split(batch)
+        return self._mask(super()._forward_train(batch, **kwargs), mask)
+
+    def compute_values(self, batch: dict, embeddings: Any = None) -> Any:
+        if isinstance(batch[Columns.OBS], dict):
+            _, batch = self._split(batch)
+        return super().compute_values(batch, embeddings)
+
+
 class HarlPPOLearner(PPOTorchLearner):
     """PPO with separate actor and critic learning rates (one loss, two Adam optimizers)."""
 
@@ -101,7 +146,7 @@ def module_spec(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> Multi
     return MultiRLModuleSpec(
         rl_module_specs={
             PPO_MODULE: RLModuleSpec(
-                module_class=ActionMaskingTorchRLModule,
+                module_class=MaskedPPOModule,
                 observation_space=track_observation_space(obs_dim, action_dim),
                 action_space=gym.spaces.Discrete(action_dim),
                 model_config=DefaultModelConfig(fcnet_hiddens=list(editor.hidden), vf_share_layers=False),
@@ -126,7 +171,7 @@ def ppo_config(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> PPOCon
         )
         .framework("torch")
         .env_runners(num_env_runners=0, episodes_to_numpy=False)
-        .learners(num_learners=0)
+        .learners(num_learners=0, learner_class=HarlPPOLearner, learner_config_dict={"editor": editor})
         .multi_agent(
             policies={PPO_MODULE, SUBGRAPH_MODULE, SKETCH_MODULE},
             policy_mapping_fn=agent_to_module,
@@ -142,8 +187,6 @@ def ppo_config(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> PPOCon
             num_epochs=editor.num_epochs,
             minibatch_size=editor.minibatch_size,
             lr=editor.actor_lr,
-            learner_class=HarlPPOLearner,
-            learner_config_dict={"editor": editor},
         )
         .debugging(seed=editor.seed)
     )
