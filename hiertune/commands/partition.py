@@ -38,6 +38,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default="best",
                         help="initial plan: best = the better of the pointer net's and libcoral's; "
                              "auto = the pointer net, falling back to libcoral's split")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="re-centre the window on the new plan and solve again, up to this many times")
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole ILP solve")
     parser.add_argument("--threads", type=int, default=1, help="solver threads")
     parser.add_argument("--cache-mb", type=float, default=8.0, help="parameter cache per stage, MiB")
@@ -65,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     config = IncIlpConfig(
         gamma=args.gamma,
         initial=args.initial,
+        rounds=args.rounds,
         ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache),
     )
     where = "in-process" if args.no_ray else "Ray solver actor"
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         (f"initial ({result.initial_source})", result.initial_objectives, "no ILP"),
         ("libcoral split", libcoral_obj, "Edge TPU"),
     ]))
-    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s, window {result.window_size}/"
+    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} round(s), window {result.window_size}/"
                   f"{graph.num_nodes} nodes, {result.num_vars} variables; initial plan {result.init_seconds:.2f} s")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
