@@ -84,3 +84,12 @@ def test_track_actions_respect_the_mask(search: HarlSearch) -> None:
         actions, _, _ = search.editor.act([obs[aid] for aid in tracks])
         assert all(masks[i, a] == 1 for i, a in enumerate(actions))
     assert torch.get_num_threads() == 1
+
+
+def test_similar_tasks_share_a_group() -> None:
+    """Ansor's forward term compares a task with similar ones: same operator chain, any shape."""
+    from hiertune.envs.harl_search import task_group
+
+    assert task_group("fused_conv2d1_add_relu") == task_group("fused_conv2d_add_relu") == "conv2d_add_relu"
+    assert task_group("fused_matmul_add1") != task_group("fused_conv2d_add_relu")
+    assert task_group("C2D:2:b16") == task_group("C2D:0") == "C2D"

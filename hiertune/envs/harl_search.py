@@ -125,8 +125,13 @@ class HarlResult:
 
 
 def task_group(name: str) -> str:
-    """Ansor's 'similar tasks': same operator kind, i.e. the name without shapes and indices."""
-    return re.split(r"[:_\d]", name, maxsplit=1)[0] or name
+    """Ansor's 'similar tasks': the same operator chain, shapes and numbering stripped.
+
+    `fused_conv2d1_add_relu` and `fused_conv2d_add_relu` -> `conv2d_add_relu`; `C2D:2` -> `C2D`.
+    """
+    base = name.split(":")[0].removeprefix("fused_")
+    words = (re.sub(r"\d+$", "", word) for word in base.split("_"))
+    return "_".join(word for word in words if word) or name
 
 
 class HarlSearch:
