@@ -307,8 +307,21 @@ def _report(console: Console, cases: list[dict[str, Any]], gammas: list[float], 
                       f"(with the initial plan's time {v['geomean_speedup_gamma10_with_init']:.1f}x, wall "
                       f"{v['geomean_speedup_gamma10_wall']:.1f}x); libcoral peak matched or beaten on "
                       f"{v['libcoral_peak_matched_or_beaten_fraction']:.0%}")
-    console.print(f"wrote {cfg.out} and {cfg.plot}")
+    console.print(markdown_summary(s), markup=False, highlight=False)
+    console.print(f"results in {cfg.out}, figure {cfg.plot}")
     return 0
+
+
+def markdown_summary(summary: dict[str, Any]) -> str:
+    """Per initial plan and K: the README's table."""
+    lines = ["| initial plan | K | optimal at gamma=10 | geomean speed-up (solve) | with initial plan | "
+             "RL-only peak gap |", "|---|---|---|---|---|---|"]
+    for source, v in summary["by_initial"].items():
+        for k, row in v["per_stages"].items():
+            lines.append(f"| {source} | {k} | {row['optimal_fraction_gamma10']:.0%} | "
+                         f"{row['geomean_speedup_gamma10']:.1f}x | {row['geomean_speedup_gamma10_with_init']:.1f}x | "
+                         f"{row['mean_rl_only_peak_gap_pct']:.1f}% |")
+    return "\n".join(lines)
 
 
 def _write(cfg: BenchConfig, cases: list[dict[str, Any]], started: float) -> None:
