@@ -1,11 +1,21 @@
-"""HARL vs MetaSchedule's evolutionary search on one workload and budget, side by side in one run.
+"""HARL vs MetaSchedule's evolutionary search at equal measured trials, side by side in one run.
 
 Both tuners measure through the same Ray runner actor; a timing proxy around it splits each run's
 wall time into measurement (build + run) and search (everything else: for HARL the RL, cost model
-and replay, for MetaSchedule the evolutionary search and its cost model). Writes
-bench/results/harl_vs_ms_<workload>.json and a PNG with both tuning curves.
+and replay, for MetaSchedule the evolutionary search and its cost model). Which tuner goes first
+alternates from workload to workload, so slow drifts of the machine's load hit both alike.
+
+One workload (JSON + PNG per workload, bench/results/harl_vs_ms_<workload>.*):
 
     python bench/harl_vs_metaschedule.py --workload GMM-S --trials 64 --seeds 0 1
+
+The suite (issue 4: operators, a network with MetaSchedule's gradient task scheduler, the tuned
+1024^3 GEMM vs numpy's sgemm, the ablations; bench/results/harl_vs_metaschedule.json + PNG):
+
+    python bench/harl_vs_metaschedule.py --suite quick
+    python bench/harl_vs_metaschedule.py --suite full
+
+The suite's JSON is rewritten after every piece; `--resume` skips pieces already in it.
 """
 
 from __future__ import annotations
@@ -13,12 +23,52 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
+SUITE_JSON = RESULTS / "harl_vs_metaschedule.json"
+SUITE_PNG = RESULTS / "harl_vs_metaschedule.png"
+HARL, MS = "harl", "metaschedule"
+
+
+@dataclass
+class Suite:
+    """What one suite mode runs: operators, budgets, seeds, the network and the ablations."""
+
+    operators: list[str]
+    trials: int
+    seeds: list[int]
+    network: str
+    network_trials: int
+    fixed_length_ops: list[str]  # operators that also get a fixed-length HARL run (ablation)
+    trials_override: dict[str, int] = field(default_factory=dict)  # per-operator budgets
+
+    def budget(self, workload: str) -> int:
+        return self.trials_override.get(workload, self.trials)
+
+
+# Quick: the smallest TVM shape of each family where that is a real kernel (C2D:1 = 56x56x64 1x1,
+# C3D:1 = 16x56x56x64 1x1x1, T2D:3 = 32x32x64 -> 3, C1D:0 = 256x64 -> 128 k3 s2), 64 trials, one
+# seed: sized for ~1 h on 2 loaded cores. Full: the paper's setting, every TVM shape, 1000 trials.
+SUITES = {
+    "quick": Suite(
+        operators=["GMM-S", "GMM-M", "GMM-L", "C1D:0", "C2D:1", "C3D:1", "T2D:3"],
+        trials=64, seeds=[0], network="tiny-convnet", network_trials=64,
+        fixed_length_ops=["GMM-S", "C1D:0"],
+    ),
+    "full": Suite(
+        operators=["GMM-S", "GMM-M", "GMM-L"] + [f"{f}:{i}" for f in ("C1D", "C2D", "C3D", "T2D") for i in range(4)],
+        trials=1000, seeds=[0, 1, 2], network="resnet18", network_trials=3000,
+        fixed_length_ops=["GMM-M", "C1D:0", "C2D:1", "C3D:1", "T2D:3"],
+    ),
+}
 
 
 class TimedRunner:
@@ -36,55 +86,380 @@ class TimedRunner:
             self.measure_s += time.perf_counter() - start
 
 
-def run_pair(workload_name: str, trials: int, seed: int, runner: Any, work: Path, elite: float) -> dict[str, Any]:
-    from hiertune.envs.harl_search import TUNER as HARL, HarlConfig, HarlSearch
-    from hiertune.envs.workloads import get_workload
+# ---------------------------------------------------------------------- one tuning run
+def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, runner: Any, work: Path,
+              harl_options: dict[str, Any] | None = None, label: str | None = None) -> dict[str, Any]:
+    """Tune `workload` with one tuner on the shared runner; its curve, best and time split."""
+    from hiertune.envs.harl_search import HarlConfig, HarlSearch
     from hiertune.platform.curves import tuning_curve
-    from hiertune.platform.ms_baseline import TUNER as MS, BaselineConfig, run_baseline
+    from hiertune.platform.ms_baseline import BaselineConfig, run_baseline
     from hiertune.platform.records import RecordStore
-    from hiertune.platform.tvm_support import make_target
 
-    target = make_target("llvm")
-    workload = get_workload(workload_name, target)
+    label = label or tuner
+    store = RecordStore(work / f"{workload.name.replace(':', '_')}_{label}_{seed}.jsonl")
+    timed = TimedRunner(runner)
+    start = time.perf_counter()
+    extra: dict[str, Any] = {}
+    if tuner == HARL:
+        config = HarlConfig(trials=trials, seed=seed, **(harl_options or {}))
+        result = HarlSearch(workload, target, timed, store, config).run()
+        extra = {"loop_search_s_per_trial": result.search_s_per_trial, "task_trials": result.task_trials,
+                 "exhausted": result.exhausted, "options": harl_options or {}}
+    else:
+        run_baseline(workload, target, timed, store,
+                     BaselineConfig(trials=trials, seed=seed, work_dir=str(work / f"ms_{label}_{seed}")))
+        extra = {"task_trials": {t.name: len(store.trials(t.name, tuner=MS)) for t in workload.tasks}}
+    wall = time.perf_counter() - start
     flops = {t.name: t.flops for t in workload.tasks}
     weights = {t.name: t.weight for t in workload.tasks}
-    out: dict[str, Any] = {}
-    for tuner in (HARL, MS):
-        store = RecordStore(work / f"{tuner}_{seed}.jsonl")
-        timed = TimedRunner(runner)
-        start = time.perf_counter()
-        extra: dict[str, Any] = {}
-        if tuner == HARL:
-            search = HarlSearch(workload, target, timed, store, HarlConfig(trials=trials, seed=seed, elite_fraction=elite))
-            result = search.run()
-            extra = {"loop_search_s_per_trial": result.search_s_per_trial}
-        else:
-            run_baseline(workload, target, timed, store, BaselineConfig(trials=trials, seed=seed, work_dir=str(work / f"ms_{seed}")))
-        wall = time.perf_counter() - start
-        points = tuning_curve(store, flops, weights, tuner=tuner)
-        n = len(points)
-        out[tuner] = {
-            "trials": n,
-            "best_ms": points[-1].latency_s * 1e3 if points else math.inf,
-            "first_batch_best_ms": points[min(7, n - 1)].latency_s * 1e3 if points else math.inf,
-            "curve_ms": [p.latency_s * 1e3 for p in points],
-            "wall_s": wall,
-            "measure_s": timed.measure_s,
-            "search_s": wall - timed.measure_s,
-            "search_s_per_trial": (wall - timed.measure_s) / max(n, 1),
-            **extra,
-        }
+    points = tuning_curve(store, flops, weights, tuner=tuner)
+    n = len(points)
+    curve = [p.latency_s * 1e3 if math.isfinite(p.latency_s) else None for p in points]
+    finite = [c for c in curve if c is not None]
+    return {
+        "trials": n,
+        "best_ms": finite[-1] if finite else None,
+        "first_batch_best_ms": next((c for c in curve[min(7, n - 1):] if c is not None), None) if n else None,
+        "curve_ms": curve,
+        "wall_s": wall,
+        "measure_s": timed.measure_s,
+        "search_s": wall - timed.measure_s,
+        "search_s_per_trial": (wall - timed.measure_s) / max(n, 1),
+        **extra,
+    }
+
+
+def run_pair(workload_name: str, trials: int, seed: int, runner: Any, work: Path, elite: float,
+             target: Any = None, harl_first: bool = True) -> dict[str, Any]:
+    """HARL and MetaSchedule on one workload, same runner and budget, one after the other."""
+    from hiertune.envs.workloads import get_workload
+    from hiertune.platform.tvm_support import make_target
+
+    target = target if target is not None else make_target("llvm")
+    workload = get_workload(workload_name, target)
+    order = (HARL, MS) if harl_first else (MS, HARL)
+    out: dict[str, Any] = {"order": list(order)}
+    for tuner in order:
+        out[tuner] = run_tuner(tuner, workload, target, trials, seed, runner, work,
+                               harl_options={"elite_fraction": elite} if tuner == HARL else None)
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", default="GMM-S")
-    parser.add_argument("--trials", type=int, default=64)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--elite-starts", type=float, default=0.5, help="HARL's share of tracks starting from measured bests")
-    args = parser.parse_args()
+# ---------------------------------------------------------------------- ratios
+def trials_to_reach(curve: list[float | None], goal: float | None) -> int | None:
+    """First trial (1-based) whose best-so-far is at or below `goal`; None if never."""
+    if goal is None:
+        return None
+    for i, value in enumerate(curve, 1):
+        if value is not None and value <= goal:
+            return i
+    return None
 
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def pair_ratios(pair: dict[str, Any]) -> dict[str, Any]:
+    """Latency, trials-to-reach and search-overhead ratios of one HARL/MetaSchedule pair."""
+    harl, ms = pair[HARL], pair[MS]
+    reach = trials_to_reach(harl["curve_ms"], ms["best_ms"])
+    latency = harl["best_ms"] / ms["best_ms"] if harl["best_ms"] and ms["best_ms"] else None
+    return {
+        "latency_ratio": latency,
+        "harl_trials_to_reach_ms_best": reach if reach is not None else harl["trials"],
+        "reached": reach is not None,  # False: HARL never got there; its whole budget is counted
+        "trials_ratio": (reach if reach is not None else harl["trials"]) / max(ms["trials"], 1),
+        "search_overhead_ratio": harl["search_s_per_trial"] / ms["search_s_per_trial"] if ms["search_s_per_trial"] else None,
+    }
+
+
+# ---------------------------------------------------------------------- numpy sgemm
+NUMPY_SNIPPET = r"""
+import json, sys, time
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+n, threads = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(0)
+a = rng.standard_normal((n, n), dtype=np.float32); b = rng.standard_normal((n, n), dtype=np.float32)
+with threadpool_limits(limits=threads):
+    np.matmul(a, b)
+    times = []
+    for _ in range(20):
+        t = time.perf_counter(); np.matmul(a, b); times.append(time.perf_counter() - t)
+times.sort()
+info = [{k: p.get(k) for k in ("internal_api", "version", "architecture", "num_threads", "threading_layer")} for p in threadpool_info()]
+print(json.dumps({"median_s": times[len(times) // 2], "min_s": times[0], "threads": threads, "blas": info}))
+"""
+
+
+def numpy_sgemm(n: int, threads: int) -> dict[str, Any]:
+    """np.matmul float32 n^3 in a fresh process with OPENBLAS_CORETYPE/L2_SIZE unset (their kernel)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    out = subprocess.run([sys.executable, "-c", NUMPY_SNIPPET, str(n), str(threads)], env=env,
+                         capture_output=True, text=True, check=True, timeout=300)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["gflops"] = 2 * n**3 / result["median_s"] / 1e9
+    result["env_unset"] = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"]
+    return result
+
+
+# ---------------------------------------------------------------------- the suite
+def _save(summary: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=1))
+    tmp.replace(path)
+
+
+def summarise(summary: dict[str, Any]) -> None:
+    """Top-level geomeans and ratios from the per-workload detail (recomputed after every piece)."""
+    ops = summary["operators"]
+    rows = [r["ratios"] for w in ops.values() for r in w["runs"]]
+    summary["geomean_latency_ratio"] = geomean([r["latency_ratio"] for r in rows])
+    summary["geomean_trials_ratio"] = geomean([r["trials_ratio"] for r in rows])
+    summary["search_overhead_ratio"] = geomean([r["search_overhead_ratio"] for r in rows])
+    summary["trials_ratio_unreached"] = sorted({w for w, d in ops.items() for r in d["runs"] if not r["ratios"]["reached"]})
+    summary["worst_operator_latency_ratio"] = max(
+        ((w, geomean([r["ratios"]["latency_ratio"] for r in d["runs"]])) for w, d in ops.items()),
+        key=lambda pair: pair[1] or 0.0, default=None,
+    )
+    gemm = ops.get("GMM-L")
+    blas = summary.get("numpy_sgemm")
+    if gemm and blas:
+        flop = 2 * 1024**3
+        best = {t: min(r[t]["best_ms"] for r in gemm["runs"]) for t in (HARL, MS)}
+        gflops = {t: flop / (best[t] * 1e-3) / 1e9 for t in best}
+        summary["gemm_l"] = {"tuned_gflops": gflops, "numpy_gflops": blas["gflops"], "threads": blas["threads"]}
+        summary["gemm_l_vs_numpy"] = gflops[HARL] / blas["gflops"]
+        summary["gemm_l_vs_numpy_metaschedule"] = gflops[MS] / blas["gflops"]
+    ablations = summary["ablations"]
+    fixed = ablations.get("fixed_length", {})
+    if fixed:
+        ratios = [d["latency_ratio_fixed_over_adaptive"] for d in fixed.values()]
+        summary["ablation_fixed_over_adaptive_latency"] = geomean(ratios)
+        summary["ablation_fixed_over_adaptive_search_s"] = geomean([d["search_ratio_fixed_over_adaptive"] for d in fixed.values()])
+    bandit = ablations.get("no_subgraph_bandit")
+    if bandit:
+        summary["ablation_no_bandit_over_bandit_latency"] = bandit["latency_ratio_no_bandit_over_bandit"]
+
+
+def run_suite(args: argparse.Namespace) -> dict[str, Any]:
+    from hiertune.envs.workloads import get_workload
+    from hiertune.platform.ray_runtime import RayConfig, init_ray
+    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.platform.tvm_support import make_target
+
+    suite = SUITES[args.suite]
+    if args.trials_override:
+        suite.trials = args.trials_override
+    if args.seeds_override:
+        suite.seeds = args.seeds_override
+    if args.only:
+        suite.operators = [w for w in suite.operators if w in args.only]
+    out_path = Path(args.out)
+    summary: dict[str, Any] = json.loads(out_path.read_text()) if args.resume and out_path.exists() else {}
+    summary.update({
+        "command": "python " + " ".join([sys.argv[0], *sys.argv[1:]]),
+        "suite": args.suite,
+        "setup": {
+            "runner_cores": args.runner_cores, "TVM_NUM_THREADS": args.runner_cores, "host_cores": os.cpu_count(),
+            "trials": suite.trials, "trials_override": suite.trials_override, "seeds": suite.seeds,
+            "elite_starts": args.elite_starts, "network": suite.network, "network_trials": suite.network_trials,
+            "measure": "one Ray runner actor (LocalBuilder + LocalRunner, number=3, repeat=1, min_repeat_ms=50) "
+                       "shared by both tuners; tuner order alternates per workload",
+            "load_average_at_start": os.getloadavg(),
+        },
+    })
+    summary.setdefault("operators", {})
+    summary.setdefault("ablations", {})
+    target = make_target("llvm", num_cores=args.runner_cores)
+    summary["setup"]["target"] = str(target)
+    init_ray(RayConfig())
+    work_root = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="harl_vs_ms_"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores, work_dir=str(work_root / "tmp")))
+    log = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)  # noqa: E731
+    try:
+        # 1. operators: HARL and MetaSchedule, alternating which goes first
+        for i, name in enumerate(suite.operators):
+            done = summary["operators"].get(name, {}).get("runs", [])
+            if len(done) >= len(suite.seeds):
+                log(f"{name}: in the JSON already, skipped")
+                continue
+            trials = suite.budget(name)
+            runs = []
+            for j, seed in enumerate(suite.seeds):
+                log(f"{name} seed {seed}: {trials} trials each")
+                pair = run_pair(name, trials, seed, runner, work_root, args.elite_starts, target, harl_first=(i + j) % 2 == 0)
+                pair["seed"] = seed
+                pair["ratios"] = pair_ratios(pair)
+                runs.append(pair)
+                log(f"{name} seed {seed}: HARL {pair[HARL]['best_ms']:.4f} ms, MS {pair[MS]['best_ms']:.4f} ms, "
+                    f"ratio {pair['ratios']['latency_ratio']:.3f}")
+            summary["operators"][name] = {"trials": trials, "runs": runs}
+            summarise(summary)
+            _save(summary, out_path)
+        # 2. the tuned 1024^3 GEMM vs numpy's sgemm on the runner's thread count (and on all cores)
+        if "GMM-L" in suite.operators and not args.skip_numpy:
+            log("numpy sgemm 1024^3")
+            summary["numpy_sgemm"] = numpy_sgemm(1024, args.runner_cores)
+            summary["numpy_sgemm_all_cores"] = numpy_sgemm(1024, os.cpu_count() or 1)
+            summarise(summary)
+            _save(summary, out_path)
+        # 3. the network end to end: HARL (bandit on and off) vs MetaSchedule's gradient task scheduler
+        if not args.skip_network and "network" not in summary:
+            workload = get_workload(suite.network, target)
+            log(f"network {suite.network}: {len(workload.tasks)} tasks, {suite.network_trials} trials each")
+            seed = suite.seeds[0]
+            net: dict[str, Any] = {"name": suite.network, "tasks": {t.name: t.weight for t in workload.tasks},
+                                   "trials": suite.network_trials, "seed": seed}
+            net[MS] = run_tuner(MS, workload, target, suite.network_trials, seed, runner, work_root)
+            net[HARL] = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
+                                  {"elite_fraction": args.elite_starts})
+            net["ratios"] = pair_ratios(net)
+            summary["network"] = net
+            _save(summary, out_path)
+            log(f"network: HARL {net[HARL]['best_ms']:.4f} ms, MS {net[MS]['best_ms']:.4f} ms")
+            no_bandit = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
+                                  {"elite_fraction": args.elite_starts, "subgraph_bandit": False}, label="harl_nobandit")
+            summary["ablations"]["no_subgraph_bandit"] = {
+                "network": suite.network, "run": no_bandit,
+                "latency_ratio_no_bandit_over_bandit": no_bandit["best_ms"] / net[HARL]["best_ms"],
+            }
+            summarise(summary)
+            _save(summary, out_path)
+        # 4. fixed-length vs adaptive stopping on a few operators (adaptive = the HARL run above)
+        fixed = summary["ablations"].setdefault("fixed_length", {})
+        for name in suite.fixed_length_ops:
+            if name in fixed or name not in summary["operators"]:
+                continue
+            entry = summary["operators"][name]
+            adaptive = entry["runs"][0]
+            log(f"ablation fixed-length {name}")
+            workload = get_workload(name, target)
+            run = run_tuner(HARL, workload, target, entry["trials"], adaptive["seed"], runner, work_root,
+                            {"elite_fraction": args.elite_starts, "fixed_length": True}, label="harl_fixed")
+            fixed[name] = {
+                "seed": adaptive["seed"], "run": run,
+                "latency_ratio_fixed_over_adaptive": run["best_ms"] / adaptive[HARL]["best_ms"],
+                "search_ratio_fixed_over_adaptive": run["search_s_per_trial"] / adaptive[HARL]["search_s_per_trial"],
+                "note": "adaptive = the operator's HARL run earlier in this suite (same seed, budget, runner)",
+            }
+            summarise(summary)
+            _save(summary, out_path)
+    finally:
+        runner.close()
+    summary["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    summarise(summary)
+    _save(summary, out_path)
+    return summary
+
+
+# ---------------------------------------------------------------------- tables and plots
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def suite_table(summary: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"HARL / MetaSchedule at equal measured trials ({summary.get('suite')})")
+    for col in ("workload", "seed", "trials", "HARL ms", "MS ms", "latency ratio", "trials to MS best", "trials ratio",
+                "search s/trial H / MS", "overhead ratio"):
+        table.add_column(col, justify="right")
+    for name, entry in summary["operators"].items():
+        for run in entry["runs"]:
+            r = run["ratios"]
+            reach = str(r["harl_trials_to_reach_ms_best"]) + ("" if r["reached"] else " (never)")
+            table.add_row(name, str(run["seed"]), str(entry["trials"]), _fmt(run[HARL]["best_ms"], ".4f"),
+                          _fmt(run[MS]["best_ms"], ".4f"), _fmt(r["latency_ratio"]), reach, _fmt(r["trials_ratio"]),
+                          f"{run[HARL]['search_s_per_trial']:.2f} / {run[MS]['search_s_per_trial']:.2f}",
+                          _fmt(r["search_overhead_ratio"]))
+    table.add_row("geomean", "", "", "", "", _fmt(summary.get("geomean_latency_ratio")), "",
+                  _fmt(summary.get("geomean_trials_ratio")), "", _fmt(summary.get("search_overhead_ratio")),
+                  style="bold")
+    net = summary.get("network")
+    if net:
+        r = net["ratios"]
+        reach = str(r["harl_trials_to_reach_ms_best"]) + ("" if r["reached"] else " (never)")
+        table.add_row(f"{net['name']} (net)", str(net["seed"]), str(net["trials"]), _fmt(net[HARL]["best_ms"], ".4f"),
+                      _fmt(net[MS]["best_ms"], ".4f"), _fmt(r["latency_ratio"]), reach, _fmt(r["trials_ratio"]),
+                      f"{net[HARL]['search_s_per_trial']:.2f} / {net[MS]['search_s_per_trial']:.2f}",
+                      _fmt(r["search_overhead_ratio"]))
+    return table
+
+
+def extras_table(summary: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="GEMM-L vs numpy, ablations")
+    table.add_column("what")
+    table.add_column("ratio", justify="right")
+    table.add_column("detail")
+    gemm = summary.get("gemm_l")
+    if gemm:
+        blas = summary["numpy_sgemm"]
+        kernel = ", ".join(f"{b.get('internal_api')} {b.get('version')} {b.get('architecture')}" for b in blas["blas"])
+        table.add_row("GEMM-L HARL GFLOPS / numpy sgemm", _fmt(summary["gemm_l_vs_numpy"]),
+                      f"{gemm['tuned_gflops'][HARL]:.1f} vs {gemm['numpy_gflops']:.1f} GFLOPS, {gemm['threads']} thread(s), {kernel}")
+        table.add_row("GEMM-L MetaSchedule GFLOPS / numpy", _fmt(summary["gemm_l_vs_numpy_metaschedule"]),
+                      f"{gemm['tuned_gflops'][MS]:.1f} GFLOPS")
+    if summary.get("ablation_fixed_over_adaptive_latency") is not None:
+        ops = ", ".join(f"{k} {v['latency_ratio_fixed_over_adaptive']:.3f}" for k, v in summary["ablations"]["fixed_length"].items())
+        table.add_row("fixed-length / adaptive stopping, latency", _fmt(summary["ablation_fixed_over_adaptive_latency"]), ops)
+        table.add_row("fixed-length / adaptive, search s per trial", _fmt(summary["ablation_fixed_over_adaptive_search_s"]), "")
+    if summary.get("ablation_no_bandit_over_bandit_latency") is not None:
+        table.add_row("no subgraph bandit / bandit, network latency", _fmt(summary["ablation_no_bandit_over_bandit_latency"]),
+                      summary["ablations"]["no_subgraph_bandit"]["network"])
+    return table
+
+
+def plot_suite(summary: dict[str, Any], path: Path) -> None:
+    """One panel of tuning curves per workload (operators, then the network and its ablation)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(name, run) for name, entry in summary["operators"].items() for run in entry["runs"][:1]]
+    if summary.get("network"):
+        panels.append((f"{summary['network']['name']} (network)", summary["network"]))
+    if not panels:
+        return
+    cols = 4
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+    fixed = summary["ablations"].get("fixed_length", {})
+    bandit = summary["ablations"].get("no_subgraph_bandit")
+    for ax, (name, run) in zip(axes.flat, panels):
+        curves = {"HARL": run[HARL]["curve_ms"], "MetaSchedule": run[MS]["curve_ms"]}
+        if name in fixed:
+            curves["HARL fixed-length"] = fixed[name]["run"]["curve_ms"]
+        if name.endswith("(network)") and bandit:
+            curves["HARL no subgraph bandit"] = bandit["run"]["curve_ms"]
+        for label, curve in curves.items():
+            xs = [i for i, c in enumerate(curve, 1) if c is not None]
+            ax.step(xs, [curve[i - 1] for i in xs], where="post", label=label,
+                    linestyle="--" if label == "MetaSchedule" else "-")
+        ratio = run.get("ratios", {}).get("latency_ratio")
+        ax.set_title(f"{name}" + (f"  (H/MS {ratio:.2f})" if ratio else ""), fontsize=9)
+        ax.set_xlabel("measured trials", fontsize=8)
+        ax.set_ylabel("best latency (ms)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(f"HARL vs MetaSchedule at equal measured trials ({summary.get('suite')} suite)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------- single workload (the original CLI)
+def run_single(args: argparse.Namespace) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -96,7 +471,7 @@ def main() -> None:
     from hiertune.platform.runners import RunnerConfig, create_runner
 
     init_ray(RayConfig())
-    runner = create_runner(RunnerConfig(target="llvm", num_cpus=1))
+    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores))
     runs = []
     try:
         with tempfile.TemporaryDirectory(prefix="harl_vs_ms_") as tmp:
@@ -109,14 +484,14 @@ def main() -> None:
     for col in ("seed", "tuner", "best (ms)", "first 8 (ms)", "search s/trial", "measure s", "wall s"):
         table.add_column(col, justify="right")
     for run in runs:
-        for tuner in ("harl", "metaschedule"):
+        for tuner in (HARL, MS):
             r = run[tuner]
-            table.add_row(str(run["seed"]), tuner, f"{r['best_ms']:.4f}", f"{r['first_batch_best_ms']:.4f}",
+            table.add_row(str(run["seed"]), tuner, _fmt(r["best_ms"], ".4f"), _fmt(r["first_batch_best_ms"], ".4f"),
                           f"{r['search_s_per_trial']:.3f}", f"{r['measure_s']:.1f}", f"{r['wall_s']:.1f}")
     mean = lambda tuner, key: sum(run[tuner][key] for run in runs) / len(runs)  # noqa: E731
     ratios = {
-        "best_latency_harl_over_ms": mean("harl", "best_ms") / mean("metaschedule", "best_ms"),
-        "search_s_per_trial_harl_over_ms": mean("harl", "search_s_per_trial") / mean("metaschedule", "search_s_per_trial"),
+        "best_latency_harl_over_ms": mean(HARL, "best_ms") / mean(MS, "best_ms"),
+        "search_s_per_trial_harl_over_ms": mean(HARL, "search_s_per_trial") / mean(MS, "search_s_per_trial"),
     }
     console = Console()
     console.print(table)
@@ -128,7 +503,7 @@ def main() -> None:
     (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=1))
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for run in runs:
-        for tuner, style in (("harl", "-"), ("metaschedule", "--")):
+        for tuner, style in ((HARL, "-"), (MS, "--")):
             curve = run[tuner]["curve_ms"]
             ax.step(range(1, len(curve) + 1), curve, style, where="post", label=f"{tuner} seed {run['seed']}")
     ax.set_xlabel("measured trials")
@@ -139,6 +514,41 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(RESULTS / f"{stem}.png", dpi=120)
     console.print(f"-> {RESULTS / stem}.json / .png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", default="GMM-S")
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--elite-starts", type=float, default=0.5, help="HARL's share of tracks starting from measured bests")
+    parser.add_argument("--runner-cores", type=int, default=1, help="cores the runner actor holds (TVM_NUM_THREADS)")
+    parser.add_argument("--suite", choices=sorted(SUITES), help="run the whole suite instead of one workload")
+    parser.add_argument("--suite-trials", dest="trials_override", type=int, help="suite: override the per-operator budget")
+    parser.add_argument("--suite-seeds", dest="seeds_override", type=int, nargs="+", help="suite: override the seeds")
+    parser.add_argument("--only", nargs="+", help="suite: only these operators")
+    parser.add_argument("--skip-network", action="store_true", help="suite: no network case (nor its bandit ablation)")
+    parser.add_argument("--skip-numpy", action="store_true", help="suite: no numpy sgemm comparison")
+    parser.add_argument("--resume", action="store_true", help="suite: keep the pieces already in --out, run the rest")
+    parser.add_argument("--out", default=str(SUITE_JSON), help="suite: the JSON to write (PNG beside it)")
+    parser.add_argument("--work-dir", default=None, help="suite: records and temp files (default: a fresh temp dir)")
+    parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing")
+    args = parser.parse_args()
+    if not args.suite:
+        run_single(args)
+        return
+    from rich.console import Console
+
+    summary = json.loads(Path(args.out).read_text()) if args.replot else run_suite(args)
+    if args.replot:
+        summarise(summary)
+        _save(summary, Path(args.out))
+    png = Path(args.out).with_suffix(".png")
+    plot_suite(summary, png)
+    console = Console(width=max(Console().width, 160))
+    console.print(suite_table(summary))
+    console.print(extras_table(summary))
+    console.print(f"-> {args.out} / {png}")
 
 
 if __name__ == "__main__":
