@@ -47,7 +47,6 @@ class HarlEnvConfig:
     max_steps: int = 60
     fixed_length: bool = False
     gamma: float = 0.9
-    c: float = 0.25
     tau: int = 256
     subgraph_tau: int = 256
     elite_fraction: float = 0.0  # share of tracks that start from the best measured schedules

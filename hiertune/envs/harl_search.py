@@ -22,7 +22,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -70,25 +70,29 @@ class HarlConfig:
         return HarlEnvConfig(
             tracks=self.tracks, lam=self.lam, rho=self.rho, min_tracks=self.min_tracks,
             max_steps=self.max_steps, fixed_length=self.fixed_length, gamma=self.ppo.gamma,
-            c=self.c, tau=self.tau, subgraph_tau=self.tau, elite_fraction=self.elite_fraction,
+            tau=self.tau, subgraph_tau=self.tau, elite_fraction=self.elite_fraction,
         )
+
+    def editor_config(self) -> PPOEditorConfig:
+        """PPO settings with this run's SW-UCB knobs and seed."""
+        return replace(self.ppo, c=self.c, tau=self.tau, subgraph_tau=self.tau, seed=self.seed)
 
     def validate(self) -> None:
         checks = [
-            (self.trials >= 1, "--trials must be >= 1"),
-            (self.c >= 0, "--c must be >= 0"),
-            (self.tau >= 1, "--tau must be >= 1"),
-            (self.lam >= 1, "--lambda must be >= 1"),
-            (0 <= self.rho < 1, "--rho must be in [0, 1)"),
-            (self.tracks >= 1, "--tracks must be >= 1"),
-            (self.topk >= 1, "--topk must be >= 1"),
-            (1 <= self.min_tracks <= self.tracks, "--min-tracks must be in 1..--tracks"),
-            (self.max_steps >= 1, "--max-steps must be >= 1"),
-            (0 <= self.elite_fraction <= 1, "--elite-starts must be in [0, 1]"),
+            ("--trials", self.trials, self.trials >= 1, ">= 1"),
+            ("--c", self.c, self.c >= 0, ">= 0"),
+            ("--tau", self.tau, self.tau >= 1, ">= 1"),
+            ("--lambda", self.lam, self.lam >= 1, ">= 1"),
+            ("--rho", self.rho, 0 <= self.rho < 1, "in [0, 1)"),
+            ("--tracks", self.tracks, self.tracks >= 1, ">= 1"),
+            ("--topk", self.topk, self.topk >= 1, ">= 1"),
+            ("--min-tracks", self.min_tracks, 1 <= self.min_tracks <= self.tracks, f"in 1..--tracks ({self.tracks})"),
+            ("--max-steps", self.max_steps, self.max_steps >= 1, ">= 1"),
+            ("--elite-starts", self.elite_fraction, 0 <= self.elite_fraction <= 1, "in [0, 1]"),
         ]
-        for ok, message in checks:
+        for flag, value, ok, rule in checks:
             if not ok:
-                raise HiertuneError(f"{message} (got {self})")
+                raise HiertuneError(f"{flag} {value} is out of range: it must be {rule}")
 
 
 @dataclass
@@ -151,7 +155,7 @@ class HarlSearch:
         self.spaces = [ScheduleSpace(task.mod, target, seed=config.seed + i) for i, task in enumerate(self.tasks)]
         self.cost_model = CostModel()  # one model for all tasks (each task its own label group)
         space = self.spaces[0]
-        self.editor = PPOEditor(space.obs_dim, space.action_dim, PPOEditorConfig(**{**vars(config.ppo), "c": config.c, "tau": config.tau, "subgraph_tau": config.tau, "seed": config.seed}))
+        self.editor = PPOEditor(space.obs_dim, space.action_dim, config.editor_config())
         self.env = HarlEnv(
             self.spaces, self._score, self.editor.values, config.env_config(), seed=config.seed, elite_fn=self._elites
         )
