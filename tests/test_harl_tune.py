@@ -67,9 +67,13 @@ def test_tune_writes_records_resumes_and_best_compiles(tmp_path, runner) -> None
     assert math.isfinite(first.best_s["GMM-S"])
     assert first.search_s > 0 and first.search_s_per_trial < 10
 
-    # resume: the budget counts what is there, nothing is measured twice
+    # resume: the budget counts what is there, nothing is measured twice, the bandits remember
     store = RecordStore(path)
-    _, second = run_harl(workload, store, runner, trials=24)
+    resumed = HarlSearch(workload, make_target("llvm"), runner, store, HarlConfig(trials=24, **SMALL))
+    assert resumed.trials_done() == 16 and resumed.progress[0].trials == 16
+    assert resumed.cost_model.num_samples == 16
+    assert 1 <= sum(w.t for w in resumed.env.sketch_windows) <= 2  # the two rounds (merged if one sketch)
+    second = resumed.run()
     assert second.new_trials == 8 and second.trials == 24
     keys = [m.key for m in store.trials("GMM-S")]
     assert len(keys) == 24 == len(set(keys))
@@ -94,5 +98,5 @@ def test_two_task_workload_spreads_trials(tmp_path, runner) -> None:
     assert math.isfinite(result.rounds[-1].weighted_s)
     table = task_table(workload, store, first_batch=4)
     assert table.row_count == 2
-    png = plot_run(workload, store, result, str(tmp_path / "two.png"))
+    png = plot_run(workload, store, str(tmp_path / "two.png"))
     assert png.stat().st_size > 10_000

@@ -18,6 +18,7 @@ Search time (everything but building and running candidates) is reported per mea
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -172,23 +173,39 @@ class HarlSearch:
         return np.asarray(self.cost_model.predict(states), dtype=np.float64)
 
     def _resume(self) -> None:
-        """Skip what the records hold, retrain the cost models on it, count its trials."""
+        """Continue a records file: skip what it holds, retrain on it, replay the bandits' rounds.
+
+        Its trials count against the budget. Consecutive records of one task and sketch were one
+        round, so replaying them in order rebuilds the task progress and both bandits' windows.
+        """
+        index = {task.name: n for n, task in enumerate(self.tasks)}
+        records = [r for r in self.store.trials(tuner=TUNER) if r.task in index]
         states, latencies = [], []
-        for n, task in enumerate(self.tasks):
-            records = self.store.trials(task.name, tuner=TUNER)
-            if not records:
-                continue
-            self.measured[n] = {r.key for r in records}
-            for r in records:
-                state = self.spaces[n].state_from_record(r.record)
-                if state is not None:
-                    states.append(state)
-                    latencies.append(r.mean_s)
-                    self._keep_best(n, state, r.mean_s)
-            best = min((r.mean_s for r in records), default=math.inf)
-            self.progress[n].add_round(best, len(records))
+        for r in records:
+            n = index[r.task]
+            self.measured[n].add(r.key)
+            state = self.spaces[n].state_from_record(r.record)
+            if state is not None:
+                states.append(state)
+                latencies.append(r.mean_s)
+                self._keep_best(n, state, r.mean_s)
+        for (task_name, sketch), group in itertools.groupby(records, key=lambda r: (r.task, r.extra.get("sketch"))):
+            group = list(group)
+            self._finish_round(index[task_name], sketch, [r.mean_s for r in group])
         if states:
             self.cost_model.update(states, latencies)
+
+    def _finish_round(self, task: int, sketch: int | None, latencies: list[float]) -> float:
+        """Task progress and bandit rewards after a round's measurements; returns the round's best."""
+        round_best = min(latencies, default=math.inf)
+        task_best_before = self.progress[task].best
+        self.progress[task].add_round(round_best, len(latencies))
+        if sketch is not None and 0 <= sketch < self.spaces[task].num_sketches:
+            rewards = subgraph_rewards(self.progress) if self.config.subgraph_bandit else None
+            self.env.record_bandit_rewards(
+                task, sketch, None if rewards is None else rewards[task], sketch_reward(round_best, task_best_before)
+            )
+        return round_best
 
     def _keep_best(self, task: int, state: Any, latency: float) -> None:
         if math.isfinite(latency):
@@ -299,14 +316,8 @@ class HarlSearch:
                 self.measured[task].add(key)
                 self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
-            # 6. bandit rewards
-            round_best = min((r.mean_s for r in results), default=math.inf)
-            task_best_before = self.progress[task].best
-            self.progress[task].add_round(round_best, len(results))
-            rewards = subgraph_rewards(self.progress) if config.subgraph_bandit else None
-            self.env.record_bandit_rewards(
-                task, sketch, None if rewards is None else rewards[task], sketch_reward(round_best, task_best_before)
-            )
+            # 6. task progress and bandit rewards
+            self._finish_round(task, sketch, [r.mean_s for r in results])
             t3 = time.perf_counter()
             search_s += (t1 - t0) + (t3 - t2)
             measure_s += t2 - t1
