@@ -15,6 +15,9 @@ def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None
                         help="JSON-lines records file; an existing file is resumed")
     parser.add_argument("--runner-cores", type=int, default=1,
                         help="cores the measurement runner actor holds (TVM_NUM_THREADS)")
+    parser.add_argument("--runners", type=int, default=None, metavar="N",
+                        help="measure on a pool of N runner actors spread over the cluster's nodes "
+                             "(0: one per node that has the target's resource; default: one runner)")
     parser.add_argument("--ray-address", default=None, help="Ray cluster to join (default: RAY_ADDRESS or local)")
     parser.add_argument("--no-ray", action="store_true", help="measure in this process instead of a Ray actor")
 
@@ -29,15 +32,23 @@ def workload_from_args(args: argparse.Namespace, target: Any) -> Any:
 
 
 def setup_runner(args: argparse.Namespace, target: Any) -> Any:
-    """The MeasureRunner of the common arguments; starts or joins Ray unless --no-ray."""
+    """The MeasureRunner (or, with --runners, the RunnerPool) of the common arguments; starts or
+    joins Ray unless --no-ray."""
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
 
     device = "gpu" if target.kind.name == "cuda" else "cpu"
     work_dir = os.path.join(os.path.dirname(os.path.abspath(args.records)), "tmp")
     config = RunnerConfig(target=args.target, device=device, num_cpus=args.runner_cores, work_dir=work_dir)
+    runners = getattr(args, "runners", None)
+    if runners is not None and (args.no_ray or runners < 0):
+        raise HiertuneError(f"--runners {runners} needs Ray and a count >= 0 (0: one per node); drop --no-ray")
     if not args.no_ray:
         init_ray(RayConfig(address=args.ray_address))
+    if runners is not None:
+        from hiertune.platform.runner_pool import create_pool
+
+        return create_pool(config, num_runners=runners or None)
     return create_runner(config, use_ray=not args.no_ray)
 
 
