@@ -326,28 +326,40 @@ class PointerNet(nn.Module):
     def decode(self, gf: GraphFeatures, num_stages: int, sample: bool = False,
                generator: torch.Generator | None = None) -> np.ndarray:
         """Stage per topological position; greedy unless `sample`."""
+        return self.decode_many(gf, num_stages, 1, sample, generator)[0]
+
+    @torch.no_grad()
+    def decode_many(self, gf: GraphFeatures, num_stages: int, count: int, sample: bool = False,
+                    generator: torch.Generator | None = None) -> np.ndarray:
+        """`count` plans [count, N] decoded side by side (one encoder pass, batched decoder steps)."""
         feats = torch.from_numpy(gf.feats).unsqueeze(0)
         a_pred, a_succ = adjacency(gf, sparse=gf.n > 64)
         enc, (hx, cx) = self.encode(feats, a_pred.unsqueeze(0) if not a_pred.is_sparse else a_pred,
                                     a_succ.unsqueeze(0) if not a_succ.is_sparse else a_succ)
-        items = self.items(enc)
-        ref = self.w_ref(items[:, :-1])
-        share_t = torch.from_numpy(gf.param_share.astype(np.float32)).unsqueeze(0) * num_stages
-        st = DecodeState(gf, num_stages)
-        last = gf.n + 1
-        while not st.finished:
-            glob = torch.from_numpy(st.global_features()).unsqueeze(0)
-            hx, cx = self.decoder(torch.cat([items[:, last], glob], dim=-1), (hx, cx))
-            dyn = self.item_dyn(share_t, torch.tensor([st.cum_stage / st.target]), glob)
-            mask = torch.from_numpy(st.mask()).unsqueeze(0)
-            lg = self.logits(hx, glob, ref, dyn, mask)[0]
+        items = self.items(enc)[0]
+        ref = self.w_ref(items[:-1]).unsqueeze(0)
+        hx, cx = hx.expand(count, -1), cx.expand(count, -1)
+        share_t = torch.from_numpy(gf.param_share.astype(np.float32)).unsqueeze(0).expand(count, -1) * num_stages
+        states = [DecodeState(gf, num_stages) for _ in range(count)]
+        last = torch.full((count,), gf.n + 1, dtype=torch.long)
+        for _ in range(gf.n + num_stages - 1):  # every legal sequence has exactly this length
+            glob = torch.from_numpy(np.stack([st.global_features() for st in states]))
+            hx, cx = self.decoder(torch.cat([items[last], glob], dim=-1), (hx, cx))
+            cum = torch.tensor([st.cum_stage / st.target for st in states], dtype=torch.float32)
+            mask_np = np.stack([st.mask() for st in states])
+            # score only the legal items (the ready nodes and the cut): O(|ready|), not O(N), per step
+            cols = torch.from_numpy(np.flatnonzero(mask_np.any(0)))
+            dyn = self.item_dyn(share_t, cum, glob)[:, cols]
+            lg = self.logits(hx, glob, ref[:, cols], dyn, torch.from_numpy(mask_np)[:, cols])
             if sample:
-                item = int(torch.multinomial(torch.softmax(lg, -1), 1, generator=generator))
+                pick = torch.multinomial(torch.softmax(lg, -1), 1, generator=generator)[:, 0]
             else:
-                item = int(torch.argmax(lg))
-            st.step(item)
-            last = item
-        return st.stages
+                pick = torch.argmax(lg, -1)
+            last = cols[pick]
+            for st, item in zip(states, last.tolist()):
+                st.step(item)
+        assert all(st.finished for st in states)
+        return np.stack([st.stages for st in states])
 
 
 def _bmm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -424,8 +436,7 @@ class PointerScheduler:
 
         gen = torch.Generator().manual_seed(self.config.seed)
         best, best_score = greedy, score(greedy)
-        for _ in range(self.config.samples):
-            cand = self.net.decode(gf, k, sample=True, generator=gen)
+        for cand in self.net.decode_many(gf, k, self.config.samples, sample=True, generator=gen):
             s = score(cand)
             if s < best_score:
                 best, best_score = cand, s
