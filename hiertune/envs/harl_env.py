@@ -4,7 +4,8 @@
     step 1       -> "sketch" agent sees the window over that task's sketches, picks a sketch
     step 2..     -> "track_0".."track_{I-1}" (one shared PPO module) start from random fills of
                     the sketch and edit their schedules one action per step; reward = relative
-                    change of the cost model's score, r = (C(s_t) - C(s_{t-1})) / |C(s_{t-1})|
+                    change of the cost model's score, r = (C(s_t) - C(s_{t-1})) / |C(s_{t-1})|,
+                    clipped to +-reward_clip
     adaptive stop: every `lam` track steps the live tracks are ranked by the critic's advantage
                     over that window, sum_j gamma^j r_j + gamma^lam V(s_t) - V(s_{t-lam}), and
                     the worst `rho` of them terminate; when fewer than `min_tracks` remain (or
@@ -50,6 +51,7 @@ class HarlEnvConfig:
     tau: int = 256
     subgraph_tau: int = 256
     elite_fraction: float = 0.0  # share of tracks that start from the best measured schedules
+    reward_clip: float = 1.0  # |r| cap: a score near 0 would otherwise turn into a huge relative change
 
 
 @dataclass
@@ -203,7 +205,8 @@ class HarlEnv(MultiAgentEnv):
         rewards: dict[str, float] = {}
         for aid, state, score in zip(acting, new_states, new_scores):
             old = self.scores[aid]
-            rewards[aid] = float((score - old) / max(abs(old), 1e-6))
+            relative = (score - old) / max(abs(old), 1e-6)
+            rewards[aid] = float(np.clip(relative, -self.config.reward_clip, self.config.reward_clip))
             self.states[aid], self.scores[aid] = state, float(score)
             self._visit(state, float(score))
             self._window_rewards[aid].append(rewards[aid])
