@@ -2,9 +2,9 @@
 
 A tuning run measures ~10^4 candidates; one runner actor caps it at one machine's speed. The pool
 places one runner on each node that has the target's resource (CPU cores, a GPU), sends each free
-runner the next candidate as soon as it finishes one (`ray.wait` over the work in flight), and
-hands the results back in candidate order, so the driver stays the records file's single,
-ordered writer.
+runner the next chunk of candidates as soon as it finishes one (`ray.wait` over the work in
+flight), and hands the results back in candidate order, so the driver stays the records file's
+single, ordered writer.
 
 A runner that dies (its node lost, its process killed) costs nothing: its pending candidates go
 back to the queue and are measured by the others, a replacement is started where there is room,
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -36,9 +37,9 @@ class PoolMeasurer(Measurer):
 
         return {**super().ready(), "node_id": ray.get_runtime_context().get_node_id()}
 
-    def measure_one(self, inp: MeasureInput) -> MeasureResult:
-        """One candidate (passed as a top-level object ref, so Ray resolves it here)."""
-        return self.measure([inp])[0]
+    def measure_refs(self, *inputs: MeasureInput) -> list[MeasureResult]:
+        """A chunk of candidates, passed as top-level object refs so Ray resolves them here."""
+        return self.measure(list(inputs))
 
 
 @dataclass
@@ -50,6 +51,13 @@ class PoolStats:
     replaced: int = 0  # runners started to replace dead ones
     lost_runners: int = 0  # runners found dead
     per_node: dict[str, int] = field(default_factory=collections.Counter)  # results per node id
+
+
+@dataclass
+class _Call:
+    indices: list[int]  # candidates of this remote call, ascending
+    runner: _Runner
+    started: float
 
 
 @dataclass
@@ -93,12 +101,16 @@ class RunnerPool:
 
     num_runners: None = one per node that has the device's resource; N = N runners spread over
     those nodes round-robin (several per node when its resource holds several).
-    depth: calls in flight per runner (2 hides the driver's round trip between candidates).
+    depth: calls in flight per runner (2 hides the driver's round trip between calls).
+    chunk: candidates per remote call; None = the batch split evenly over the runners (each call
+    pays the builder's fresh worker processes, 1.5-6 s here, so fewer, larger calls win when
+    runners are alike; a small fixed chunk balances unlike nodes better).
     on_result: called after each finished candidate with (done, total) - progress bars, tests.
     """
 
     def __init__(self, config: RunnerConfig, num_runners: int | None = None, depth: int = 1,
-                 max_attempts: int = 3, on_result: Callable[[int, int], None] | None = None) -> None:
+                 chunk: int | None = None, max_attempts: int = 3,
+                 on_result: Callable[[int, int], None] | None = None) -> None:
         import ray
 
         if config.device not in ("cpu", "gpu"):
@@ -108,12 +120,15 @@ class RunnerPool:
             )
         if num_runners is not None and num_runners < 1:
             raise HiertuneError(f"--runners must be >= 1 (got {num_runners}); omit it for one runner per node")
-        if depth < 1 or max_attempts < 1:
-            raise HiertuneError(f"RunnerPool depth and max_attempts must be >= 1 (got {depth}, {max_attempts})")
+        if depth < 1 or max_attempts < 1 or (chunk is not None and chunk < 1):
+            raise HiertuneError(
+                f"RunnerPool depth, chunk and max_attempts must be >= 1 (got {depth}, {chunk}, {max_attempts})"
+            )
         if not ray.is_initialized():
             raise HiertuneError("RunnerPool needs Ray: call init_ray() first (or use --no-ray for one local runner)")
         self.config = config
         self.depth = depth
+        self.chunk = chunk
         self.max_attempts = max_attempts
         self.on_result = on_result
         self.stats = PoolStats()
@@ -150,7 +165,8 @@ class RunnerPool:
 
         actor = spread_actor(
             PoolMeasurer, self.config.device, node_id, self.config, num_cpus=self._cpus, env=self._env,
-            timeout_s=self.config.placement_timeout_s if timeout_s is None else timeout_s,
+            # a runner imports TVM as it starts: on a busy host that alone can take a minute
+            timeout_s=2 * self.config.placement_timeout_s if timeout_s is None else timeout_s,
             what=f"{self.config.device} measurement runner",
         )
         info = ray.get(actor.ready.remote())
@@ -163,8 +179,8 @@ class RunnerPool:
         """Drop a dead runner; start another where a node has a free slot (else the pool shrinks)."""
         import ray
 
-        self.stats.lost_runners += 1
-        self._runners.remove(dead)
+        if dead in self._runners:
+            self._runners.remove(dead)
         try:
             ray.kill(dead.actor)
         except Exception:  # noqa: BLE001 - already gone
@@ -173,7 +189,7 @@ class RunnerPool:
         free = [(used[n], n) for n, s in runner_nodes(self.config.device, self._cpus).items() if used[n] < s]
         for _, node_id in sorted(free):
             try:
-                self._start(node_id, timeout_s=min(self.config.placement_timeout_s, 15.0))
+                self._start(node_id, timeout_s=self.config.placement_timeout_s)
                 self.stats.replaced += 1
                 return
             except HiertuneError:
@@ -188,8 +204,13 @@ class RunnerPool:
         return [r.node_id for r in self._runners]
 
     # ------------------------------------------------------------------ measuring
+    def _chunk_size(self, queued: int) -> int:
+        if self.chunk is not None:
+            return self.chunk
+        return max(1, math.ceil(queued / max(1, len(self._runners) * self.depth)))
+
     def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
-        """One result per input, in input order; candidates go to whichever runner is free first."""
+        """One result per input, in input order; chunks go to whichever runner is free first."""
         import ray
 
         total = len(inputs)
@@ -200,17 +221,18 @@ class RunnerPool:
         refs = [ray.put(i) for i in inputs]  # serialised once, even when re-sent
         queue = collections.deque(range(total))
         attempts = [0] * total
-        in_flight: dict[Any, tuple[int, _Runner, float]] = {}
-        limit = 120 + self.config.build_timeout_s + self.config.run_timeout_s
+        in_flight: dict[Any, _Call] = {}
         done = 0
 
         def dispatch() -> None:
+            size = self._chunk_size(len(queue))
             for runner in sorted(self._runners, key=lambda r: r.in_flight):
                 while queue and runner.in_flight < self.depth:
-                    index = queue.popleft()
-                    attempts[index] += 1
-                    ref = runner.actor.measure_one.remote(refs[index])
-                    in_flight[ref] = (index, runner, time.monotonic())
+                    chunk = [queue.popleft() for _ in range(min(size, len(queue)))]
+                    for index in chunk:
+                        attempts[index] += 1
+                    ref = runner.actor.measure_refs.remote(*[refs[i] for i in chunk])
+                    in_flight[ref] = _Call(chunk, runner, time.monotonic())
                     runner.in_flight += 1
                     self.stats.dispatched += 1
 
@@ -222,6 +244,28 @@ class RunnerPool:
                 self.stats.per_node[node] += 1
             done += 1
 
+        def requeue(indices: list[int], err: BaseException) -> None:
+            """Back to the front of the queue (ascending), or failed after `max_attempts`."""
+            again = []
+            for index in indices:
+                if attempts[index] >= self.max_attempts:
+                    reason = str(err).splitlines()[0][:200]
+                    finish(index, MeasureResult(None, f"runner died {attempts[index]} times on this candidate: "
+                                                      f"{reason}"), None)
+                else:
+                    again.append(index)
+            self.stats.requeued += len(again)
+            queue.extendleft(sorted(again, reverse=True))
+
+        def drop_runner(runner: _Runner, err: BaseException) -> None:
+            """A dead or hung runner: re-queue all its calls in flight, replace it."""
+            for ref, call in list(in_flight.items()):
+                if call.runner is runner:
+                    del in_flight[ref]
+                    requeue(call.indices, err)
+            runner.in_flight = 0
+            self._replace(runner)
+
         while done < total:
             dispatch()
             if not in_flight:  # every runner is gone and none could be replaced
@@ -230,56 +274,36 @@ class RunnerPool:
                 queue.clear()
                 break
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=5.0)
-            now = time.monotonic()
             if not ready:
-                for ref, (index, runner, started) in list(in_flight.items()):
-                    if now - started > limit and runner in self._runners:  # hung: fail it, replace runner
-                        for other in self._drop_runner_work(runner, in_flight, failed=index):
-                            self._requeue(other, attempts, queue, finish, TimeoutError("runner replaced"))
-                        finish(index, MeasureResult(None, "runner timed out while measuring this candidate"), None)
-                        self._replace(runner)
+                now = time.monotonic()
+                for ref, call in list(in_flight.items()):
+                    limit = 120 + len(call.indices) * (self.config.build_timeout_s + self.config.run_timeout_s)
+                    if ref in in_flight and now - call.started > limit:  # hung: fail its chunk, replace runner
+                        del in_flight[ref]
+                        for index in call.indices:
+                            finish(index, MeasureResult(None, "runner timed out while measuring this candidate"), None)
+                        drop_runner(call.runner, TimeoutError("runner replaced after a timeout"))
                 continue
-            ref = ready[0]
-            index, runner, _ = in_flight.pop(ref)
-            runner.in_flight -= 1
+            call = in_flight.pop(ready[0])
+            call.runner.in_flight -= 1
             try:
-                result = ray.get(ref)
-            except ray.exceptions.RayTaskError as err:  # the measurer raised: this candidate fails
-                result = MeasureResult(None, f"runner raised: {str(err).splitlines()[0][:300]}")
+                chunk_results = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as err:  # the measurer raised: this chunk fails
+                chunk_results = [MeasureResult(None, f"runner raised: {str(err).splitlines()[0][:300]}")
+                                 for _ in call.indices]
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
-                # the runner (or its node) died: its other pending candidates go back too
-                self._requeue(index, attempts, queue, finish, err)
-                if runner in self._runners:
-                    for other in self._drop_runner_work(runner, in_flight):
-                        self._requeue(other, attempts, queue, finish, err)
-                    self._replace(runner)
+                # the runner (or its node) died: this chunk and its other pending ones go back
+                self.stats.lost_runners += 1
+                requeue(call.indices, err)
+                if call.runner in self._runners:
+                    drop_runner(call.runner, err)
                 continue
-            finish(index, result, runner.node_id)
+            for index, result in zip(call.indices, chunk_results):
+                finish(index, result, call.runner.node_id)
             if self.on_result is not None:
                 dispatch()  # keep runners busy while the callback runs
                 self.on_result(done, total)
         return results  # type: ignore[return-value]
-
-    def _drop_runner_work(self, runner: _Runner, in_flight: dict[Any, tuple[int, _Runner, float]],
-                          failed: int | None = None) -> list[int]:
-        """Forget every call in flight on `runner`; returns their candidates (except `failed`)."""
-        dropped = []
-        for ref, (index, owner, _) in list(in_flight.items()):
-            if owner is runner:
-                del in_flight[ref]
-                if index != failed:
-                    dropped.append(index)
-        runner.in_flight = 0
-        return dropped
-
-    def _requeue(self, index: int, attempts: list[int], queue: collections.deque,
-                 finish: Callable[[int, MeasureResult, str | None], None], err: Exception) -> None:
-        if attempts[index] >= self.max_attempts:
-            reason = str(err).splitlines()[0][:200]
-            finish(index, MeasureResult(None, f"runner died {attempts[index]} times on this candidate: {reason}"), None)
-            return
-        self.stats.requeued += 1
-        queue.appendleft(index)  # first in line: results come back in order anyway
 
     def close(self) -> None:
         import ray
