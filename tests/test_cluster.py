@@ -76,8 +76,8 @@ def test_cluster_yaml_passes_rays_validation():
     assert prepared["provider"]["type"] == "local"
     raw = yaml.safe_load((ROOT / "cluster.yaml").read_text())
     assert "available_node_types" not in raw  # the local provider fills them in from the IPs
-    workers = " ".join(raw["worker_start_ray_commands"])
-    assert "edgetpu" in workers and "--resources" in workers
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):  # each host declares its own
+        assert "cluster_entry --ray-start-args" in raw[key][-1]
     setup = raw["setup_commands"]
     assert any("torch==2.13.0" in c for c in setup)
     torch_at = next(i for i, c in enumerate(setup) if "torch==2.13.0" in c)
@@ -91,6 +91,26 @@ def test_cloud_example_is_valid_yaml_naming_a_cloud_provider():
     assert raw["provider"]["type"] in ("aws", "gcp", "azure")
     types = raw["available_node_types"]
     assert any(t.get("resources", {}).get("GPU") for t in types.values())
+
+
+def test_ray_start_args_declare_what_a_host_holds_in_flags_ray_start_accepts(tmp_path):
+    from ray.scripts.scripts import start
+
+    from hiertune.platform.cluster_entry import edgetpu_count, ray_start_args
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "apex_0").write_text("")  # a PCIe Coral
+    for name, ids in {"1-1": ("18d1", "9302"), "1-2": ("1a6e", "089a"), "1-3": ("046d", "c52b")}.items():
+        (tmp_path / "usb" / name).mkdir(parents=True)
+        (tmp_path / "usb" / name / "idVendor").write_text(ids[0] + "\n")
+        (tmp_path / "usb" / name / "idProduct").write_text(ids[1] + "\n")
+    assert edgetpu_count(str(tmp_path / "dev"), str(tmp_path / "usb")) == 3  # the mouse is not a TPU
+    assert ray_start_args(edgetpus=0, gpus=0, gurobi=False) == []  # a plain CPU host
+    flags = ray_start_args(edgetpus=2, gpus=1, gurobi=True)
+    assert flags == ['--resources={"edgetpu":2,"gurobi":1}', "--num-gpus=1"]
+    context = start.make_context("start", ["--address=10.0.0.10:6379", *flags])  # Ray's own parser
+    assert json.loads(context.params["resources"]) == {"edgetpu": 2, "gurobi": 1}
+    assert context.params["num_gpus"] == 1
 
 
 def test_cluster_entry_dispatches_to_the_cli_without_a_cluster():

@@ -27,10 +27,10 @@ from pathlib import Path
 _EDGETPU_USB = {("1a6e", "089a"), ("18d1", "9302")}
 
 
-def edgetpu_count() -> int:
-    """Coral Edge TPUs on this host: PCIe/M.2 devices (/dev/apex_*) plus USB accelerators."""
-    count = len(glob.glob("/dev/apex_*"))
-    for device in glob.glob("/sys/bus/usb/devices/*"):
+def edgetpu_count(dev: str = "/dev", usb: str = "/sys/bus/usb/devices") -> int:
+    """Coral Edge TPUs on this host: PCIe/M.2 devices (apex_*) plus USB accelerators."""
+    count = len(glob.glob(os.path.join(dev, "apex_*")))
+    for device in glob.glob(os.path.join(usb, "*")):
         try:
             ids = (Path(device, "idVendor").read_text().strip(), Path(device, "idProduct").read_text().strip())
         except OSError:
@@ -56,15 +56,19 @@ def gurobi_licensed() -> bool:
     return any(c and Path(c).is_file() for c in candidates)
 
 
-def ray_start_args() -> list[str]:
-    """`ray start` flags for this host's resources (no spaces inside a flag: safe in $(...))."""
+def ray_start_args(edgetpus: int | None = None, gpus: int | None = None, gurobi: bool | None = None) -> list[str]:
+    """`ray start` flags for this host's resources (None: detect); no spaces inside a flag, so
+    the output is safe unquoted in cluster.yaml's `$(...)`."""
+    edgetpus = edgetpu_count() if edgetpus is None else edgetpus
+    gpus = gpu_count() if gpus is None else gpus
+    gurobi = gurobi_licensed() if gurobi is None else gurobi
     resources: dict[str, int] = {}
-    if (tpus := edgetpu_count()) > 0:
-        resources["edgetpu"] = tpus
-    if gurobi_licensed():
+    if edgetpus > 0:
+        resources["edgetpu"] = edgetpus
+    if gurobi:
         resources["gurobi"] = 1
     args = [f"--resources={json.dumps(resources, separators=(',', ':'))}"] if resources else []
-    if (gpus := gpu_count()) > 0:
+    if gpus > 0:
         args.append(f"--num-gpus={gpus}")
     return args
 
