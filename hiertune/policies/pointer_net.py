@@ -309,14 +309,18 @@ class PointerNet(nn.Module):
         total = enc.new_zeros(())
         count = batch["step_valid"].sum()
         bidx = torch.arange(enc.shape[0])
+        att, dd = ref.shape[-1], ITEM_DYN_FEATURES
         for t in range(steps):
             glob = batch["glob"][:, t]
             x = torch.cat([items[bidx, batch["prev"][:, t]], glob], dim=-1)
             hx, cx = self.decoder(x, (hx, cx))
+            # only the legal items of each step are scored (a few ready nodes + the cut): the
+            # masked softmax over all N items equals the softmax over these, at O(R) not O(N)
+            legal = batch["legal"][:, t]
             dyn = self.item_dyn(share_t, batch["cum"][:, t], glob)
-            mask = batch["mask"][:, t]
-            lg = self.logits(hx, glob, ref, dyn, mask | ~batch["step_valid"][:, t : t + 1])
-            tgt = batch["target"][:, t]
+            lg = self.logits(hx, glob, ref.gather(1, legal.unsqueeze(-1).expand(-1, -1, att)),
+                             dyn.gather(1, legal.unsqueeze(-1).expand(-1, -1, dd)), batch["legal_valid"][:, t])
+            tgt = batch["legal_target"][:, t]
             nll = torch.logsumexp(lg, -1) - torch.logsumexp(lg.masked_fill(~tgt, float("-inf")), -1)
             total = total + torch.where(batch["step_valid"][:, t], nll, torch.zeros_like(nll)).sum()
         return total / count

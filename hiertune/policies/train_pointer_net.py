@@ -167,8 +167,18 @@ def collate(samples: list[Sample]) -> dict[str, torch.Tensor]:
     for i, s in enumerate(samples):
         valid[i, : s.tensors["prev"].shape[0]] = True
     target = pad("target", False)
-    target[~torch.from_numpy(valid)] = True  # padded steps: any move, masked out of the loss
+    mask = pad("mask", False)
+    pad_steps = ~torch.from_numpy(valid)
+    mask[..., n] |= pad_steps  # padded steps: only the cut, a zero loss masked out anyway
+    target[..., n] |= pad_steps
+    # legal items of every step, first R columns where the mask holds (R = most legal moves)
+    counts = mask.sum(-1)
+    r = int(counts.max())
+    legal = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[..., :r]
     return {
+        "legal": legal,
+        "legal_valid": torch.arange(r) < counts.unsqueeze(-1),
+        "legal_target": target.gather(-1, legal) & (torch.arange(r) < counts.unsqueeze(-1)),
         "feats": torch.from_numpy(np.stack([s.tensors["feats"] for s in samples])),
         "a_pred": torch.from_numpy(np.stack([s.tensors["a_pred"] for s in samples])),
         "a_succ": torch.from_numpy(np.stack([s.tensors["a_succ"] for s in samples])),
@@ -177,7 +187,7 @@ def collate(samples: list[Sample]) -> dict[str, torch.Tensor]:
         "prev": pad("prev", n + 1),
         "glob": pad("glob", 0.0),
         "cum": pad("cum", 0.0),
-        "mask": pad("mask", True),
+        "mask": mask,
         "target": target,
         "step_valid": torch.from_numpy(valid),
     }
