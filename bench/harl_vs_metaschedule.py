@@ -87,6 +87,10 @@ class TimedRunner:
 
 
 # ---------------------------------------------------------------------- one tuning run
+def records_path(work: Path, workload: str, label: str, seed: int) -> Path:
+    return Path(work) / f"{workload.replace(':', '_')}_{label}_{seed}.jsonl"
+
+
 def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, runner: Any, work: Path,
               harl_options: dict[str, Any] | None = None, label: str | None = None) -> dict[str, Any]:
     """Tune `workload` with one tuner on the shared runner; its curve, best and time split."""
@@ -96,7 +100,7 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     from hiertune.platform.records import RecordStore
 
     label = label or tuner
-    store = RecordStore(work / f"{workload.name.replace(':', '_')}_{label}_{seed}.jsonl")
+    store = RecordStore(records_path(work, workload.name, label, seed))
     timed = TimedRunner(runner)
     start = time.perf_counter()
     extra: dict[str, Any] = {}
@@ -117,6 +121,7 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     curve = [p.latency_s * 1e3 if math.isfinite(p.latency_s) else None for p in points]
     finite = [c for c in curve if c is not None]
     return {
+        "records": str(store.path),
         "trials": n,
         "best_ms": finite[-1] if finite else None,
         "first_batch_best_ms": next((c for c in curve[min(7, n - 1):] if c is not None), None) if n else None,
@@ -208,6 +213,25 @@ def numpy_sgemm(n: int, threads: int) -> dict[str, Any]:
     return result
 
 
+def remeasure_bests(summary: dict[str, Any], work: Path, threads: int, rounds: int) -> dict[str, Any]:
+    """bench/remeasure_best.py on every operator's two winners (seed of the first run), in a fresh
+    process with OPENBLAS_CORETYPE/L2_SIZE unset, so GEMMs meet numpy's own kernel."""
+    spec = {}
+    for name, entry in summary["operators"].items():
+        run = entry["runs"][0]
+        spec[name] = {t: run[t].get("records") or str(records_path(work, name, t, run["seed"])) for t in (HARL, MS)}
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")]))
+    script = Path(__file__).with_name("remeasure_best.py")
+    out = subprocess.run([sys.executable, str(script), "--threads", str(threads), "--rounds", str(rounds),
+                          "--spec", json.dumps(spec)], env=env, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"remeasure_best.py failed: {out.stderr[-2000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["env_unset"] = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"]
+    return result
+
+
 # ---------------------------------------------------------------------- the suite
 def _save(summary: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -228,9 +252,27 @@ def summarise(summary: dict[str, Any]) -> None:
         ((w, geomean([r["ratios"]["latency_ratio"] for r in d["runs"]])) for w, d in ops.items()),
         key=lambda pair: pair[1] or 0.0, default=None,
     )
+    again = summary.get("remeasured", {}).get("tasks", {})
+    if again:
+        summary["geomean_latency_ratio_remeasured"] = geomean([again[w].get("latency_ratio_median") for w in ops if w in again])
+        summary["worst_operator_latency_ratio_remeasured"] = max(
+            ((w, again[w].get("latency_ratio_median")) for w in ops if w in again), key=lambda p: p[1] or 0.0, default=None)
     gemm = ops.get("GMM-L")
     blas = summary.get("numpy_sgemm")
-    if gemm and blas:
+    if gemm and "GMM-L" in again and "vs_numpy_median" in again["GMM-L"].get(HARL, {}):
+        side = again["GMM-L"]
+        # the headline: side by side in one process, same thread count, medians over the rounds
+        summary["gemm_l_vs_numpy"] = side[HARL]["vs_numpy_median"]
+        summary["gemm_l_vs_numpy_metaschedule"] = side[MS]["vs_numpy_median"]
+        summary["gemm_l"] = {"method": "side by side (bench/remeasure_best.py), median over rounds",
+                             "tuned_gflops": {t: side[t]["gflops_median"] for t in (HARL, MS)},
+                             "numpy_gflops": side["numpy"]["gflops_median"], "threads": summary["remeasured"]["threads"],
+                             "blas": summary["remeasured"]["blas"],
+                             "best_of_rounds_vs_numpy": {t: side[t]["vs_numpy_best"] for t in (HARL, MS)}}
+        if blas:
+            best = min(r[HARL]["best_ms"] for r in gemm["runs"])
+            summary["gemm_l"]["records_best_vs_numpy_best_of_20"] = 2 * 1024**3 / (best * 1e-3) / 1e9 / blas["gflops"]
+    elif gemm and blas:
         flop = 2 * 1024**3
         best = {t: min(r[t]["best_ms"] for r in gemm["runs"]) for t in (HARL, MS)}
         gflops = {t: flop / (best[t] * 1e-3) / 1e9 for t in best}
@@ -285,10 +327,27 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     summary.setdefault("ablations", {})
     target = make_target("llvm", num_cores=args.runner_cores)
     summary["setup"]["target"] = str(target)
-    init_ray(RayConfig())
     work_root = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="harl_vs_ms_"))
     work_root.mkdir(parents=True, exist_ok=True)
-    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores, work_dir=str(work_root / "tmp")))
+
+    class LazyRunner:
+        """Ray and the runner actor start at the first measurement (a resumed suite may need none)."""
+
+        def __init__(self) -> None:
+            self.runner: Any = None
+
+        def measure(self, inputs: list[Any]) -> list[Any]:
+            if self.runner is None:
+                init_ray(RayConfig())
+                self.runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
+                                                         work_dir=str(work_root / "tmp")))
+            return self.runner.measure(inputs)
+
+        def close(self) -> None:
+            if self.runner is not None:
+                self.runner.close()
+
+    runner = LazyRunner()
     log = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)  # noqa: E731
     try:
         # 1. operators: HARL and MetaSchedule, alternating which goes first
@@ -315,6 +374,12 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             log("numpy sgemm 1024^3")
             summary["numpy_sgemm"] = numpy_sgemm(1024, args.runner_cores)
             summary["numpy_sgemm_all_cores"] = numpy_sgemm(1024, os.cpu_count() or 1)
+            summarise(summary)
+            _save(summary, out_path)
+        # 2b. the winners re-timed side by side (and GEMMs vs numpy), one process, same threads
+        if not args.skip_remeasure and set(summary["operators"]) - set(summary.get("remeasured", {}).get("tasks", {})):
+            log("re-timing each operator's two best schedules side by side (GEMMs with numpy)")
+            summary["remeasured"] = remeasure_bests(summary, work_root, args.runner_cores, args.remeasure_rounds)
             summarise(summary)
             _save(summary, out_path)
         # 3. the network end to end: HARL (bandit on and off) vs MetaSchedule's gradient task scheduler
@@ -375,18 +440,21 @@ def suite_table(summary: dict[str, Any]) -> Any:
     from rich.table import Table
 
     table = Table(title=f"HARL / MetaSchedule at equal measured trials ({summary.get('suite')})")
-    for col in ("workload", "seed", "trials", "HARL ms", "MS ms", "latency ratio", "trials to MS best", "trials ratio",
-                "search s/trial H / MS", "overhead ratio"):
+    for col in ("workload", "seed", "trials", "HARL ms", "MS ms", "latency ratio", "re-timed ratio", "trials to MS best",
+                "trials ratio", "search s/trial H / MS", "overhead ratio"):
         table.add_column(col, justify="right")
+    again = summary.get("remeasured", {}).get("tasks", {})
     for name, entry in summary["operators"].items():
-        for run in entry["runs"]:
+        for k, run in enumerate(entry["runs"]):
             r = run["ratios"]
             reach = str(r["harl_trials_to_reach_ms_best"]) + ("" if r["reached"] else " (never)")
+            retimed = again.get(name, {}).get("latency_ratio_median") if k == 0 else None
             table.add_row(name, str(run["seed"]), str(entry["trials"]), _fmt(run[HARL]["best_ms"], ".4f"),
-                          _fmt(run[MS]["best_ms"], ".4f"), _fmt(r["latency_ratio"]), reach, _fmt(r["trials_ratio"]),
-                          f"{run[HARL]['search_s_per_trial']:.2f} / {run[MS]['search_s_per_trial']:.2f}",
+                          _fmt(run[MS]["best_ms"], ".4f"), _fmt(r["latency_ratio"]), _fmt(retimed), reach,
+                          _fmt(r["trials_ratio"]), f"{run[HARL]['search_s_per_trial']:.2f} / {run[MS]['search_s_per_trial']:.2f}",
                           _fmt(r["search_overhead_ratio"]))
-    table.add_row("geomean", "", "", "", "", _fmt(summary.get("geomean_latency_ratio")), "",
+    table.add_row("geomean", "", "", "", "", _fmt(summary.get("geomean_latency_ratio")),
+                  _fmt(summary.get("geomean_latency_ratio_remeasured")), "",
                   _fmt(summary.get("geomean_trials_ratio")), "", _fmt(summary.get("search_overhead_ratio")),
                   style="bold")
     net = summary.get("network")
@@ -394,7 +462,7 @@ def suite_table(summary: dict[str, Any]) -> Any:
         r = net["ratios"]
         reach = str(r["harl_trials_to_reach_ms_best"]) + ("" if r["reached"] else " (never)")
         table.add_row(f"{net['name']} (net)", str(net["seed"]), str(net["trials"]), _fmt(net[HARL]["best_ms"], ".4f"),
-                      _fmt(net[MS]["best_ms"], ".4f"), _fmt(r["latency_ratio"]), reach, _fmt(r["trials_ratio"]),
+                      _fmt(net[MS]["best_ms"], ".4f"), _fmt(r["latency_ratio"]), "-", reach, _fmt(r["trials_ratio"]),
                       f"{net[HARL]['search_s_per_trial']:.2f} / {net[MS]['search_s_per_trial']:.2f}",
                       _fmt(r["search_overhead_ratio"]))
     return table
@@ -409,8 +477,9 @@ def extras_table(summary: dict[str, Any]) -> Any:
     table.add_column("detail")
     gemm = summary.get("gemm_l")
     if gemm:
-        blas = summary["numpy_sgemm"]
-        kernel = ", ".join(f"{b.get('internal_api')} {b.get('version')} {b.get('architecture')}" for b in blas["blas"])
+        blas = gemm.get("blas") or summary.get("numpy_sgemm", {}).get("blas", [])
+        kernel = ", ".join(f"{b.get('internal_api')} {b.get('version')} {b.get('architecture')}" for b in blas
+                           if b.get("internal_api") != "openmp")
         table.add_row("GEMM-L HARL GFLOPS / numpy sgemm", _fmt(summary["gemm_l_vs_numpy"]),
                       f"{gemm['tuned_gflops'][HARL]:.1f} vs {gemm['numpy_gflops']:.1f} GFLOPS, {gemm['threads']} thread(s), {kernel}")
         table.add_row("GEMM-L MetaSchedule GFLOPS / numpy", _fmt(summary["gemm_l_vs_numpy_metaschedule"]),
@@ -427,17 +496,20 @@ def extras_table(summary: dict[str, Any]) -> Any:
 
 def markdown_table(summary: dict[str, Any]) -> str:
     """The README's results table (markdown) from the suite JSON."""
-    lines = ["| workload | trials | HARL best (ms) | MetaSchedule best (ms) | latency H/MS | trials to MS best (H/MS) | search s/trial H/MS |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    again = summary.get("remeasured", {}).get("tasks", {})
+    lines = ["| workload | trials | HARL best (ms) | MetaSchedule best (ms) | latency H/MS | re-timed H/MS | trials to MS best (H/MS) | search s/trial H/MS |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     entries = [(name, entry["trials"], run) for name, entry in summary["operators"].items() for run in entry["runs"]]
     if summary.get("network"):
         entries.append((f"{summary['network']['name']} (network)", summary["network"]["trials"], summary["network"]))
     for name, trials, run in entries:
         r = run["ratios"]
         reach = f"{r['harl_trials_to_reach_ms_best']}{'' if r['reached'] else ' (never)'} ({_fmt(r['trials_ratio'], '.2f')})"
+        retimed = again.get(name, {}).get("latency_ratio_median") if run is summary["operators"].get(name, {}).get("runs", [None])[0] else None
         lines.append(f"| {name} | {trials} | {_fmt(run[HARL]['best_ms'], '.4f')} | {_fmt(run[MS]['best_ms'], '.4f')} | "
-                     f"{_fmt(r['latency_ratio'])} | {reach} | {_fmt(r['search_overhead_ratio'], '.2f')} |")
+                     f"{_fmt(r['latency_ratio'])} | {_fmt(retimed)} | {reach} | {_fmt(r['search_overhead_ratio'], '.2f')} |")
     lines.append(f"| **geomean (operators)** | | | | **{_fmt(summary.get('geomean_latency_ratio'))}** | "
+                 f"**{_fmt(summary.get('geomean_latency_ratio_remeasured'))}** | "
                  f"**{_fmt(summary.get('geomean_trials_ratio'), '.2f')}** | **{_fmt(summary.get('search_overhead_ratio'), '.2f')}** |")
     extra = []
     if summary.get("gemm_l"):
@@ -451,7 +523,8 @@ def markdown_table(summary: dict[str, Any]) -> str:
     if summary.get("ablation_no_bandit_over_bandit_latency") is not None:
         extra.append(f"- Ablation, no subgraph bandit (round-robin) / SW-UCB subgraph bandit (network latency): "
                      f"**{summary['ablation_no_bandit_over_bandit_latency']:.3f}**")
-    return "\n".join(lines + [""] + extra + ["", f"Made by `{summary.get('command')}`."])
+    made = f"Made by `{summary.get('command')}`" + "".join(f", then `{c}`" for c in summary.get("resumed_with", [])) + "."
+    return "\n".join(lines + [""] + extra + ["", made])
 
 
 def plot_suite(summary: dict[str, Any], path: Path) -> None:
@@ -568,6 +641,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", help="suite: only these operators")
     parser.add_argument("--skip-network", action="store_true", help="suite: no network case (nor its bandit ablation)")
     parser.add_argument("--skip-numpy", action="store_true", help="suite: no numpy sgemm comparison")
+    parser.add_argument("--skip-remeasure", action="store_true", help="suite: don't re-time the winners side by side")
+    parser.add_argument("--remeasure-rounds", type=int, default=21, help="suite: rounds of the side-by-side re-timing")
     parser.add_argument("--resume", action="store_true", help="suite: keep the pieces already in --out, run the rest")
     parser.add_argument("--out", default=str(SUITE_JSON), help="suite: the JSON to write (PNG beside it)")
     parser.add_argument("--work-dir", default=None, help="suite: records and temp files (default: a fresh temp dir)")

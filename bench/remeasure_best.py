@@ -1,0 +1,135 @@
+"""Re-time the best schedule of each tuner side by side, in one process, and GEMMs against numpy.
+
+A tuning run's best latency is the minimum of many noisy measurements on a shared machine, taken
+at different times for the two tuners. Here the winners are compiled again (MetaSchedule's
+database path, as `hiertune apply` does) and timed in alternation, round after round, with the
+same thread count, so load swings hit all of them alike: the medians over the rounds give a
+ratio that selection noise does not inflate. For GEMM tasks numpy's sgemm (np.matmul float32)
+joins each round under the same thread limit (threadpoolctl). Start it in a process whose
+environment has OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (they pin an older kernel); the
+kernel threadpoolctl sees is in the output. Prints one JSON object.
+
+    python bench/remeasure_best.py --threads 1 \
+        --spec '{"GMM-L": {"harl": "runs/l_harl.jsonl", "metaschedule": "runs/l_ms.jsonl"}}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+MIN_REPEAT_S = 0.02  # each timing runs at least this long (tiny kernels need many calls)
+
+
+def _timed(call: Callable[[], None]) -> float:
+    """Mean seconds per call over at least MIN_REPEAT_S of back-to-back calls."""
+    n, total = 0, 0.0
+    start = time.perf_counter()
+    while total < MIN_REPEAT_S:
+        call()
+        n += 1
+        total = time.perf_counter() - start
+    return total / n
+
+
+def _stats(times: list[float], flops: float) -> dict[str, float]:
+    ordered = sorted(times)
+    median = ordered[len(ordered) // 2]
+    return {"median_s": median, "best_s": ordered[0], "gflops_median": flops / median / 1e9,
+            "gflops_best": flops / ordered[0] / 1e9}
+
+
+def remeasure(task: str, paths: dict[str, str], threads: int, rounds: int) -> dict[str, Any]:
+    """Compile each records file's best for `task`, time them (and numpy for GEMMs) in alternation."""
+    import numpy as np
+    import tvm
+    from threadpoolctl import threadpool_limits
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.envs.workloads import estimate_flops
+    from hiertune.platform.apply import _random_args
+    from hiertune.platform.records import RecordStore
+    from hiertune.platform.tvm_support import make_target
+
+    target = make_target("llvm", num_cores=threads)
+    dev = tvm.cpu()
+    contenders: dict[str, Callable[[], None]] = {}
+    out: dict[str, Any] = {"task": task}
+    arrays: list[np.ndarray] = []
+    reference = None
+    for label, path in paths.items():
+        store = RecordStore(path)
+        mod = store.workload_mod(task)
+        if not arrays:
+            out["flops"] = estimate_flops(mod)
+            arrays = _random_args(mod["main"], np.random.default_rng(0))
+            if task.startswith("GMM"):
+                reference = np.matmul(arrays[0].astype(np.float64), arrays[1].astype(np.float64))
+        sch = ms.tir_integration.compile_tir(store.to_database(), mod, target)
+        if sch is None:
+            out[label] = {"error": f"{path}: no record for {task}"}
+            continue
+        fn = tvm.compile(sch.mod, target=target)["main"]
+        tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+        fn(*tensors)
+        result = tensors[-1].numpy()
+        if reference is None:  # not a GEMM: the first contender's output is the reference
+            reference = result.astype(np.float64)
+        best = store.best(task)
+        out[label] = {"records_best_s": best.mean_s if best else None,
+                      "max_abs_error": float(np.max(np.abs(result.astype(np.float64) - reference)))}
+        contenders[label] = lambda fn=fn, tensors=tensors: fn(*tensors)
+    if task.startswith("GMM"):
+        a, b = (np.ascontiguousarray(x[0] if x.ndim == 3 else x) for x in arrays[:2])
+        contenders["numpy"] = lambda: np.matmul(a, b)
+    times: dict[str, list[float]] = {label: [] for label in contenders}
+    with threadpool_limits(limits=threads):
+        for call in contenders.values():
+            call()  # warm up
+        for _ in range(rounds):
+            for label, call in contenders.items():
+                times[label].append(_timed(call))
+    for label, series in times.items():
+        out.setdefault(label, {}).update(_stats(series, out["flops"]))
+    if "harl" in times and "metaschedule" in times:
+        out["latency_ratio_median"] = out["harl"]["median_s"] / out["metaschedule"]["median_s"]
+        out["latency_ratio_best"] = out["harl"]["best_s"] / out["metaschedule"]["best_s"]
+    if "numpy" in times:
+        for label in paths:
+            if "median_s" in out.get(label, {}):
+                out[label]["vs_numpy_median"] = out["numpy"]["median_s"] / out[label]["median_s"]
+                out[label]["vs_numpy_best"] = out["numpy"]["best_s"] / out[label]["best_s"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help='JSON: {"TASK": {"label": "records.jsonl", ...}, ...}')
+    parser.add_argument("--threads", type=int, default=1, help="TVM_NUM_THREADS and the BLAS thread limit")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)  # before TVM starts its thread pool
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from hiertune.platform.tvm_support import prepare_tvm
+
+    prepare_tvm()
+    with threadpool_limits(limits=args.threads):
+        blas = [{k: p.get(k) for k in ("internal_api", "version", "architecture", "num_threads")} for p in threadpool_info()]
+    result: dict[str, Any] = {
+        "threads": args.threads, "rounds": args.rounds, "min_repeat_s": MIN_REPEAT_S, "blas": blas,
+        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TVM_NUM_THREADS")},
+        "load_average_at_start": os.getloadavg(), "tasks": {},
+    }
+    for task, paths in json.loads(args.spec).items():
+        result["tasks"][task] = remeasure(task, paths, args.threads, args.rounds)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
