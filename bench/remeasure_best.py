@@ -11,6 +11,8 @@ kernel threadpoolctl sees is in the output. Prints one JSON object.
 
     python bench/remeasure_best.py --threads 1 \
         --spec '{"GMM-L": {"harl": "runs/l_harl.jsonl", "metaschedule": "runs/l_ms.jsonl"}}'
+
+A key "net:<network>" (e.g. "net:tiny-convnet") re-times the whole network end to end instead.
 """
 
 from __future__ import annotations
@@ -106,6 +108,50 @@ def remeasure(task: str, paths: dict[str, str], threads: int, rounds: int) -> di
     return out
 
 
+def remeasure_network(name: str, paths: dict[str, str], threads: int, rounds: int) -> dict[str, Any]:
+    """The whole network end to end: compiled with each records file (MetaSchedule's
+    compile_relax, untuned tasks by its DLight fallback), run on the Relax VM in alternation."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.envs.networks import relax_module
+    from hiertune.platform.records import RecordStore
+    from hiertune.platform.tvm_support import make_target
+
+    target = make_target("llvm", num_cores=threads)
+    dev = tvm.cpu()
+    mod = relax_module(name)
+    shapes = [[int(x) for x in p.struct_info.shape] for p in mod["main"].params]
+    rng = np.random.default_rng(0)
+    inputs = [tvm.runtime.tensor(rng.standard_normal(shape).astype("float32"), dev) for shape in shapes]
+    out: dict[str, Any] = {"network": name}
+    contenders: dict[str, Callable[[], None]] = {}
+    reference = None
+    for label, path in paths.items():
+        executable = ms.relax_integration.compile_relax(RecordStore(path).to_database(), mod, target, params=None)
+        vm = relax.VirtualMachine(executable, dev)
+        result = vm["main"](*inputs)
+        result = (result if hasattr(result, "numpy") else result[0]).numpy()  # one output, or a tuple
+        reference = result if reference is None else reference
+        out[label] = {"max_abs_diff_vs_first": float(np.max(np.abs(result - reference)))}
+        contenders[label] = lambda vm=vm: vm["main"](*inputs)
+    times: dict[str, list[float]] = {label: [] for label in contenders}
+    for call in contenders.values():
+        call()
+    for _ in range(rounds):
+        for label, call in contenders.items():
+            times[label].append(_timed(call))
+    for label, series in times.items():
+        ordered = sorted(series)
+        out[label].update({"median_s": ordered[len(ordered) // 2], "best_s": ordered[0]})
+    if "harl" in times and "metaschedule" in times:
+        out["latency_ratio_median"] = out["harl"]["median_s"] / out["metaschedule"]["median_s"]
+        out["latency_ratio_best"] = out["harl"]["best_s"] / out["metaschedule"]["best_s"]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, help='JSON: {"TASK": {"label": "records.jsonl", ...}, ...}')
@@ -127,7 +173,10 @@ def main() -> None:
         "load_average_at_start": os.getloadavg(), "tasks": {},
     }
     for task, paths in json.loads(args.spec).items():
-        result["tasks"][task] = remeasure(task, paths, args.threads, args.rounds)
+        if task.startswith("net:"):
+            result["network"] = remeasure_network(task.removeprefix("net:"), paths, args.threads, args.rounds)
+        else:
+            result["tasks"][task] = remeasure(task, paths, args.threads, args.rounds)
     print(json.dumps(result))
 
 
