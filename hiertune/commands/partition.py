@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         raise HiertuneError(f"--stages must be at least 1 (got {args.stages})")
     if args.time_limit <= 0:
         raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
+    if args.threads < 1 or args.rounds < 1 or args.cache_mb < 0:
+        raise HiertuneError("--threads and --rounds must be at least 1 and --cache-mb at least 0")
     console = Console()
     graph = load_graph(args.model, args.form)
     cache = int(args.cache_mb * 1024**2)
