@@ -127,12 +127,14 @@ def sweep(work: Path) -> dict:
     generate_dag(3, SyntheticDagConfig(num_nodes=40)).save_json(graph_path)
     start = time.monotonic()
     code = main([
-        "sweep", "incilp", "--model", str(graph_path), "--stages", "3", "--param", "gamma=0,1,2,4",
+        "sweep", "incilp", "--model", str(graph_path), "--stages", "3", "--param", "gamma=0,2,5,inf",
         "--search", "grid", "--out", str(work / "sweep"),
     ])
     summary = json.loads((work / "sweep" / "sweep.json").read_text())
     return {"code": code, "seconds": time.monotonic() - start, "trials": len(summary["trials"]),
             "statuses": [t["status"] for t in summary["trials"]], "best": summary["best"]["config"],
+            "best_reached": summary["best"]["metrics"]["reached_optimum"],
+            "reached": {str(t["config"]["gamma"]): t["metrics"]["reached_optimum"] for t in summary["trials"]},
             "png": (work / "sweep" / "sweep.png").exists()}
 
 
