@@ -398,7 +398,8 @@ def plot_sweep(config: SweepConfig, result: SweepResult, path: str | Path) -> Pa
                        ha="right", fontsize=7)
     ax.set_ylabel(config.metric)
     ax.set_title(f"{config.kind} sweep: trials by {config.metric}")
-    if config.kind == "incilp" and any(t["metric"] >= INCILP_PENALTY_S for t in ordered):
+    penalised = config.kind == "incilp" and any(t["metric"] >= INCILP_PENALTY_S for t in ordered)
+    if penalised:
         ax.set_yscale("log")
     for j, param in enumerate(config.params, 1):
         ax = axes[0][j]
@@ -406,8 +407,10 @@ def plot_sweep(config: SweepConfig, result: SweepResult, path: str | Path) -> Pa
         ax.scatter(xs, [t["metric"] for t in scored])
         ax.scatter([result.best["config"][param.name]], [result.best["metric"]], color="tab:green", s=80,
                    label="best")
-        ax.set_xlabel(param.name)
+        ax.set_xlabel(param.name + (" (inf = exact ILP, not drawn)" if math.inf in xs else ""))
         ax.set_ylabel(config.metric)
+        if penalised:
+            ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
