@@ -278,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=150)
     if not a.replot and ("auto" in cfg.initials or "pointer" in cfg.initials):
         default_scheduler()  # load the pointer net (torch import) once, outside the timed cases
+        _CHECKPOINT.update(_checkpoint_id())
     cases: list[dict[str, Any]] = []
     if a.replot:
         doc = json.loads(cfg.out.read_text())
@@ -324,10 +325,29 @@ def markdown_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_CHECKPOINT: dict[str, Any] = {}
+
+
+def _checkpoint_id() -> dict[str, Any]:
+    """Which pointer-net checkpoint the run used (it may be retrained between runs)."""
+    import hashlib
+
+    try:
+        from hiertune.policies.pointer_net import DEFAULT_CHECKPOINT
+    except ImportError:
+        return {}
+    path = Path(DEFAULT_CHECKPOINT)
+    if not path.exists():
+        return {}
+    return {"path": str(path.name), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+            "mtime": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))}
+
+
 def _write(cfg: BenchConfig, cases: list[dict[str, Any]], started: float) -> None:
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()}
-    doc = {**summarize(cases, cfg.gammas), "config": config, "wall_seconds": time.time() - started, "cases": cases}
+    doc = {**summarize(cases, cfg.gammas), "config": config, "pointer_checkpoint": dict(_CHECKPOINT),
+           "wall_seconds": time.time() - started, "cases": cases}
     cfg.out.write_text(json.dumps(doc, indent=1))
 
 
