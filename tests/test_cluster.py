@@ -143,3 +143,21 @@ def test_sweep_params_parse_and_bad_ones_name_the_fix():
         SweepConfig("harl", [parse_param("harl", "c=0.1:0.5")], search="grid").validate()
     with pytest.raises(HiertuneError, match="--model"):
         SweepConfig("incilp", [parse_param("incilp", "gamma=1")]).validate()
+
+
+# ---------------------------------------------------------------- pool errors (session Ray, no actors)
+def test_pool_that_cannot_be_placed_errors_at_once_naming_the_fix(ray_session):
+    import time
+
+    from hiertune.errors import ResourceUnavailableError
+    from hiertune.platform.runner_pool import create_pool
+    from hiertune.platform.runners import RunnerConfig
+
+    start = time.monotonic()
+    with pytest.raises(ResourceUnavailableError, match="lower --runners"):
+        create_pool(RunnerConfig(num_cpus=1), num_runners=64)
+    with pytest.raises(ResourceUnavailableError, match="GPU"):
+        create_pool(RunnerConfig(target="cuda", device="gpu"))
+    with pytest.raises(HiertuneError, match="--runners must be >= 1"):
+        create_pool(RunnerConfig(), num_runners=0)
+    assert time.monotonic() - start < 10
