@@ -1,7 +1,7 @@
 """RL-only gap: the shipped pointer net's plans vs the exact ILP optimum, synthetic and zoo graphs.
 
     python bench/pointer_net_gap.py --synthetic 40 --models mobilenet,mobilenetv2,efficientnetb0 \
-        --stages 4,5,6 --samples 16
+        --stages 4,5,6 --samples 8
 
 Why: Inc-ILP's speed comes from starting the exact solve from a good partition; this measures
 how good the pre-scheduler alone is (the seed paper reports 1.88% / 1.12% / 4.50% gap for
@@ -48,15 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--synthetic", type=int, default=40, help="held-out synthetic DAGs (|V|=30)")
     ap.add_argument("--seed", type=int, default=777, help="synthetic seed (training used 0)")
-    ap.add_argument("--models", default="mobilenet,mobilenetv2,efficientnetb0,inceptionv3")
+    ap.add_argument("--models", default="mobilenet,xception,mobilenetv2,resnet50,efficientnetb0,inceptionv3,densenet121")
     ap.add_argument("--stages", default="4,5,6")
-    ap.add_argument("--samples", type=int, default=16, help="best-of-N sampled plans (0: greedy only)")
+    ap.add_argument("--samples", type=int, default=8, help="best-of-N sampled plans (0: greedy only)")
     ap.add_argument("--time-limit", type=float, default=120.0, help="exact solve limit per phase (s)")
     ap.add_argument("--out", default=str(RESULTS / "pointer_net_gap.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     ks = [int(k) for k in args.stages.split(",")]
-    scheds = {"greedy": load_default_scheduler()}
+    scheds = {"greedy": load_default_scheduler(SchedulerConfig(samples=0))}
     if args.samples > 0:
         scheds[f"best_of_{args.samples}"] = load_default_scheduler(SchedulerConfig(samples=args.samples))
     ilp = IlpConfig(solver="cpsat", time_limit_s=args.time_limit)

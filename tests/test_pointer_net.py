@@ -96,9 +96,9 @@ def test_random_net_sampled_plans_are_always_valid():
 
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.exists(), reason="no shipped checkpoint")
 def test_shipped_scheduler_plans_are_valid_on_synthetic_and_zoo_graphs():
-    sched = load_default_scheduler()
+    sched = load_default_scheduler(SchedulerConfig(samples=2))  # greedy + 2 sampled plans
     for g in _graphs_of_several_sizes():
-        for k in (2, 4, 6):
+        for k in ((2, 4, 6) if g.num_nodes <= 200 else (3, 6)):
             assert_valid_plan(g, sched.partition(g, k), k)
 
 
@@ -113,7 +113,7 @@ def test_shipped_scheduler_is_near_the_exact_optimum_on_small_graphs():
             mine = evaluate_partition(g, sched.partition(g, k), k)
             assert mine[0] >= exact.objectives[0]  # nothing beats the optimum
             gaps.append(mine[0] / exact.objectives[0] - 1.0)
-    assert float(np.mean(gaps)) < 0.25, f"mean peak-memory gap {np.mean(gaps):.1%} too large"
+    assert float(np.mean(gaps)) < 0.10, f"mean peak-memory gap {np.mean(gaps):.1%} too large"
 
 
 def test_best_of_samples_is_never_worse_than_greedy():

@@ -392,12 +392,15 @@ def adjacency(gf: GraphFeatures, sparse: bool = False, size: int | None = None):
 # ----------------------------------------------------------------------------- the scheduler
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Inference options: greedy decode, optionally plus `samples` sampled plans kept if better.
+    """Inference options: the greedy plan plus `samples` sampled plans; the best one is returned.
 
-    Sampling needs the ILP's `evaluate_partition` to rank plans by the lexicographic objectives.
+    Why sample by default: the greedy decode of a net trained on 30..120-node DAGs drifts on long
+    real graphs (25-41% peak gap on zoo models), while the best of 8 samples, ranked by the ILP's
+    lexicographic objectives (`evaluate_partition`), is within a few percent, at about 5x the
+    greedy time (0.1 s at 90-240 nodes, ~3 s at 771). `samples=0` is the pure greedy policy.
     """
 
-    samples: int = 0
+    samples: int = 8
     seed: int = 0
     cache_bytes: int = 8 * 1024 * 1024
 
