@@ -7,7 +7,8 @@ cannot share a process with the test session's local Ray. One cluster serves eve
 
   placement  the GPU runner lands on C, the Edge TPU actor on B (node id read inside the actor)
   cpu_pool   one CPU runner per node; then a worker node is removed mid-batch and its pending
-             candidates are measured elsewhere
+             candidates are measured elsewhere; then a runner process is killed mid-batch and
+             replaced on its node
   sweep      a 4-trial Inc-ILP sweep through Ray Tune completes on the cluster
 
 Prints one JSON object (the facts the tests assert) as its last stdout line.
@@ -113,6 +114,26 @@ def cpu_pool_and_node_loss(cluster, handles: dict) -> dict:
             "runners_after": pool.size,
             "seconds": time.monotonic() - start,
             "remove_s": removed.get("remove_s"),
+        }
+
+        # a runner process killed (its node stays): the runner is replaced, its work re-queued
+        killed: dict = {}
+
+        def kill_one(done: int, total: int) -> None:
+            if killed:
+                return
+            victim = next(r for r in pool._runners if r.in_flight > 0)
+            killed["node"] = victim.node_id
+            ray.kill(victim.actor)
+
+        pool.on_result = kill_one
+        requeued_before, replaced_before = pool.stats.requeued, pool.stats.replaced
+        results = pool.measure(gemm_inputs(4))
+        out["runner_kill"] = {
+            "count": len(results), "ok": [r.ok for r in results], "errors": [r.error for r in results if not r.ok],
+            "requeued": pool.stats.requeued - requeued_before, "replaced": pool.stats.replaced - replaced_before,
+            "runners_after": pool.size, "killed_node": killed.get("node"),
+            "replacement_on": sorted(pool.nodes()),
         }
     finally:
         pool.close()

@@ -54,6 +54,13 @@ def test_a_removed_nodes_pending_candidates_are_measured_elsewhere(cluster_run):
     assert loss["runners_after"] == 2
 
 
+def test_a_killed_runner_is_replaced_and_its_candidates_measured(cluster_run):
+    kill = cluster_run["cpu_pool"]["runner_kill"]
+    assert kill["count"] == 4 and all(kill["ok"]), kill["errors"]
+    assert kill["requeued"] >= 1 and kill["replaced"] == 1
+    assert kill["runners_after"] == 2 and kill["killed_node"] in kill["replacement_on"]
+
+
 def test_a_four_trial_incilp_sweep_completes_on_the_cluster(cluster_run):
     sweep = cluster_run["sweep"]
     assert sweep["code"] == 0 and sweep["trials"] == 4 and sweep["statuses"] == ["ok"] * 4

@@ -119,7 +119,10 @@ class RunnerPool:
                 "(Edge TPU stages run through `hiertune pipeline`)"
             )
         if num_runners is not None and num_runners < 1:
-            raise HiertuneError(f"--runners must be >= 1 (got {num_runners}); omit it for one runner per node")
+            raise HiertuneError(
+                f"--runners must be >= 1 (got {num_runners}); omit it (or --runners 0 on the command line) "
+                "for one runner per node"
+            )
         if depth < 1 or max_attempts < 1 or (chunk is not None and chunk < 1):
             raise HiertuneError(
                 f"RunnerPool depth, chunk and max_attempts must be >= 1 (got {depth}, {chunk}, {max_attempts})"
@@ -186,10 +189,14 @@ class RunnerPool:
         except Exception:  # noqa: BLE001 - already gone
             pass
         used = collections.Counter(r.node_id for r in self._runners)
-        free = [(used[n], n) for n, s in runner_nodes(self.config.device, self._cpus).items() if used[n] < s]
-        for _, node_id in sorted(free):
+        # the dead runner's own node last (it may be the node that is gone, still listed alive
+        # for a moment), and only briefly
+        free = [(n == dead.node_id, used[n], n)
+                for n, s in runner_nodes(self.config.device, self._cpus).items() if used[n] < s]
+        for same_node, _, node_id in sorted(free):
+            timeout = min(self.config.placement_timeout_s, 20.0) if same_node else self.config.placement_timeout_s
             try:
-                self._start(node_id, timeout_s=self.config.placement_timeout_s)
+                self._start(node_id, timeout_s=timeout)
                 self.stats.replaced += 1
                 return
             except HiertuneError:
