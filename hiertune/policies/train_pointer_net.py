@@ -49,9 +49,9 @@ Labeler = Callable[[OpGraph, int], list[int]]
 class TrainConfig:
     """One training run.
 
-    `lr` is 1e-3, not the paper's 1e-4: on 2 shared CPU cores only a few hundred Adam steps fit
-    in the training budget, and 1e-4 barely moves the loss in that many (it is decayed to 1e-4
-    by the end). The paper's value stays one flag away: `--lr 1e-4`.
+    `lr` is 1e-3 (cosine-decayed to 1e-4), not the paper's 1e-4: on 2 shared CPU cores only a
+    few hundred Adam steps fit in the budget. Measured, 96 steps on 3000 labelled 30-node DAGs:
+    loss 0.445 -> 0.349 at 1e-4 vs 0.359 -> 0.262 at 1e-3. The paper's value: `--lr 1e-4`.
     """
 
     graphs: int = 1600                  # |V| = 30, the paper's training size
