@@ -654,7 +654,7 @@ def main() -> None:
     parser.add_argument("--skip-network", action="store_true", help="suite: no network case (nor its bandit ablation)")
     parser.add_argument("--skip-numpy", action="store_true", help="suite: no numpy sgemm comparison")
     parser.add_argument("--skip-remeasure", action="store_true", help="suite: don't re-time the winners side by side")
-    parser.add_argument("--remeasure-rounds", type=int, default=21, help="suite: rounds of the side-by-side re-timing")
+    parser.add_argument("--remeasure-rounds", type=int, default=31, help="suite: rounds of the side-by-side re-timing")
     parser.add_argument("--resume", action="store_true", help="suite: keep the pieces already in --out, run the rest")
     parser.add_argument("--out", default=str(SUITE_JSON), help="suite: the JSON to write (PNG beside it)")
     parser.add_argument("--work-dir", default=None, help="suite: records and temp files (default: a fresh temp dir)")

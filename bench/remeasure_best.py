@@ -38,6 +38,11 @@ def _timed(call: Callable[[], None]) -> float:
     return total / n
 
 
+def _order(labels: list[str], round_index: int) -> list[str]:
+    """Contenders in turn, the order reversed every other round (no one always goes first)."""
+    return labels if round_index % 2 == 0 else labels[::-1]
+
+
 def _stats(times: list[float], flops: float) -> dict[str, float]:
     ordered = sorted(times)
     median = ordered[len(ordered) // 2]
@@ -92,9 +97,9 @@ def remeasure(task: str, paths: dict[str, str], threads: int, rounds: int) -> di
     with threadpool_limits(limits=threads):
         for call in contenders.values():
             call()  # warm up
-        for _ in range(rounds):
-            for label, call in contenders.items():
-                times[label].append(_timed(call))
+        for r in range(rounds):
+            for label in _order(list(contenders), r):
+                times[label].append(_timed(contenders[label]))
     for label, series in times.items():
         out.setdefault(label, {}).update(_stats(series, out["flops"]))
     if "harl" in times and "metaschedule" in times:
@@ -123,7 +128,7 @@ def remeasure_network(name: str, paths: dict[str, str], threads: int, rounds: in
     target = make_target("llvm", num_cores=threads)
     dev = tvm.cpu()
     mod = relax_module(name)
-    shapes = [[int(x) for x in p.struct_info.shape] for p in mod["main"].params]
+    shapes = [[int(x) for x in p.ty.shape] for p in mod["main"].params]  # relax Var: its TensorType
     rng = np.random.default_rng(0)
     inputs = [tvm.runtime.tensor(rng.standard_normal(shape).astype("float32"), dev) for shape in shapes]
     out: dict[str, Any] = {"network": name}
@@ -140,9 +145,9 @@ def remeasure_network(name: str, paths: dict[str, str], threads: int, rounds: in
     times: dict[str, list[float]] = {label: [] for label in contenders}
     for call in contenders.values():
         call()
-    for _ in range(rounds):
-        for label, call in contenders.items():
-            times[label].append(_timed(call))
+    for r in range(rounds):
+        for label in _order(list(contenders), r):
+            times[label].append(_timed(contenders[label]))
     for label, series in times.items():
         ordered = sorted(series)
         out[label].update({"median_s": ordered[len(ordered) // 2], "best_s": ordered[0]})
