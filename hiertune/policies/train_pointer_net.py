@@ -360,4 +360,10 @@ def _report(meta: dict[str, Any], out: Path) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import sys
+
+    try:
+        raise SystemExit(main())
+    except HiertuneError as err:  # one line, like the CLI
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
