@@ -332,6 +332,8 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     })
     summary.setdefault("operators", {})
     summary.setdefault("ablations", {})
+    if args.redo_ablations:
+        summary["ablations"] = {}
     target = make_target("llvm", num_cores=args.runner_cores)
     summary["setup"]["target"] = str(target)
     work_root = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="harl_vs_ms_"))
@@ -397,11 +399,22 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             summary["network"] = net
             _save(summary, out_path)
             log(f"network: HARL {net[HARL]['best_ms']:.4f} ms, MS {net[MS]['best_ms']:.4f} ms")
-            no_bandit = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
-                                  {"elite_fraction": args.elite_starts, "subgraph_bandit": False}, label="harl_nobandit")
+            summarise(summary)
+            _save(summary, out_path)
+        # 3b. ablation: subgraph bandit on vs off, as its own back-to-back pair (loads drift over a
+        # long run: an arm must never be compared with a run made at another time)
+        if not args.skip_network and "no_subgraph_bandit" not in summary["ablations"]:
+            workload = get_workload(suite.network, target)
+            seed = suite.seeds[0]
+            log(f"ablation subgraph bandit on/off, {suite.network}")
+            arms = {}
+            for label, on in (("harl_bandit", True), ("harl_nobandit", False)):
+                arms[label] = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
+                                        {"elite_fraction": args.elite_starts, "subgraph_bandit": on}, label=label)
             summary["ablations"]["no_subgraph_bandit"] = {
-                "network": suite.network, "run": no_bandit,
-                "latency_ratio_no_bandit_over_bandit": no_bandit["best_ms"] / net[HARL]["best_ms"],
+                "network": suite.network, "seed": seed, "bandit": arms["harl_bandit"], "run": arms["harl_nobandit"],
+                "latency_ratio_no_bandit_over_bandit": arms["harl_nobandit"]["best_ms"] / arms["harl_bandit"]["best_ms"],
+                "note": "both arms run back to back in this step (same seed, budget, runner)",
             }
             summarise(summary)
             _save(summary, out_path)
@@ -411,16 +424,18 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             if name in fixed or name not in summary["operators"]:
                 continue
             entry = summary["operators"][name]
-            adaptive = entry["runs"][0]
-            log(f"ablation fixed-length {name}")
+            seed = entry["runs"][0]["seed"]
+            log(f"ablation fixed-length vs adaptive {name}")
             workload = get_workload(name, target)
-            run = run_tuner(HARL, workload, target, entry["trials"], adaptive["seed"], runner, work_root,
-                            {"elite_fraction": args.elite_starts, "fixed_length": True}, label="harl_fixed")
+            arms = {label: run_tuner(HARL, workload, target, entry["trials"], seed, runner, work_root,
+                                     {"elite_fraction": args.elite_starts, "fixed_length": flag}, label=label)
+                    for label, flag in (("harl_adaptive", False), ("harl_fixed", True))}
+            run, adaptive = arms["harl_fixed"], arms["harl_adaptive"]
             fixed[name] = {
-                "seed": adaptive["seed"], "run": run,
-                "latency_ratio_fixed_over_adaptive": run["best_ms"] / adaptive[HARL]["best_ms"],
-                "search_ratio_fixed_over_adaptive": run["search_s_per_trial"] / adaptive[HARL]["search_s_per_trial"],
-                "note": "adaptive = the operator's HARL run earlier in this suite (same seed, budget, runner)",
+                "seed": seed, "run": run, "adaptive": adaptive,
+                "latency_ratio_fixed_over_adaptive": run["best_ms"] / adaptive["best_ms"],
+                "search_ratio_fixed_over_adaptive": run["search_s_per_trial"] / adaptive["search_s_per_trial"],
+                "note": "both arms run back to back in this step (same seed, budget, runner)",
             }
             summarise(summary)
             _save(summary, out_path)
@@ -559,9 +574,13 @@ def plot_suite(summary: dict[str, Any], path: Path) -> None:
     for ax, (name, run) in zip(axes.flat, panels):
         curves = {"HARL": run[HARL]["curve_ms"], "MetaSchedule": run[MS]["curve_ms"]}
         if name in fixed:
-            curves["HARL fixed-length"] = fixed[name]["run"]["curve_ms"]
+            curves["HARL fixed-length (ablation)"] = fixed[name]["run"]["curve_ms"]
+            if "adaptive" in fixed[name]:
+                curves["HARL adaptive (ablation)"] = fixed[name]["adaptive"]["curve_ms"]
         if name.endswith("(network)") and bandit:
-            curves["HARL no subgraph bandit"] = bandit["run"]["curve_ms"]
+            curves["HARL no subgraph bandit (ablation)"] = bandit["run"]["curve_ms"]
+            if "bandit" in bandit:
+                curves["HARL bandit (ablation)"] = bandit["bandit"]["curve_ms"]
         for label, curve in curves.items():
             xs = [i for i, c in enumerate(curve, 1) if c is not None]
             ax.step(xs, [curve[i - 1] for i in xs], where="post", label=label,
@@ -658,6 +677,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="suite: keep the pieces already in --out, run the rest")
     parser.add_argument("--out", default=str(SUITE_JSON), help="suite: the JSON to write (PNG beside it)")
     parser.add_argument("--work-dir", default=None, help="suite: records and temp files (default: a fresh temp dir)")
+    parser.add_argument("--redo-ablations", action="store_true", help="suite: drop the ablations in --out and run them again")
     parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
     args = parser.parse_args()
