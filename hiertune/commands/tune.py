@@ -112,10 +112,9 @@ def task_table(workload: Any, store: Any, first_batch: int) -> Any:
 
 def plot_run(workload: Any, store: Any, path: str) -> Path:
     """Tuning curve (weighted best latency vs trials) and per-task trial allocation (HARL Fig. 10)."""
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
 
     from hiertune.envs.harl_search import TUNER
@@ -147,10 +146,5 @@ def plot_run(workload: Any, store: Any, path: str) -> Path:
     ax_alloc.set_ylabel("trials given to each task (stacked)")
     ax_alloc.set_title("trial allocation per task")
     ax_alloc.legend(fontsize=6, loc="upper left", ncol=1 + len(names) // 12)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path, dpi=120)
 

@@ -54,10 +54,9 @@ def curve_table(points: list[CurvePoint], every: int, title: str) -> "object":
 
 def plot_curves(curves: dict[str, list[CurvePoint]], path: str | Path, title: str) -> Path:
     """Best latency vs measured trials for several tuners on one axis."""
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for label, points in curves.items():
@@ -68,9 +67,4 @@ def plot_curves(curves: dict[str, list[CurvePoint]], path: str | Path, title: st
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)

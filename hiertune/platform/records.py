@@ -191,12 +191,3 @@ class RecordStore:
         if task not in self.workloads:
             raise HiertuneError(f"{self.path} has no task {task!r}; it has {sorted(self.workloads)}")
         return ms.database.Workload.from_json(self.workloads[task]["workload"]).mod
-
-    def curve(self, task: str | None = None) -> list[tuple[int, float]]:
-        """(trial number, best latency so far) after each measurement, in measurement order."""
-        best = float("inf")
-        points = []
-        for i, m in enumerate(self.trials(task), 1):
-            best = min(best, m.mean_s)
-            points.append((i, best))
-        return points

@@ -381,10 +381,9 @@ def _fmt(value: Any) -> str:
 
 def plot_sweep(config: SweepConfig, result: SweepResult, path: str | Path) -> Path:
     """Metric per trial (best marked) and the metric against each swept parameter."""
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     scored = [t for t in result.trials if t["metric"] is not None]
     panels = 1 + len(config.params)
@@ -413,9 +412,4 @@ def plot_sweep(config: SweepConfig, result: SweepResult, path: str | Path) -> Pa
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path, dpi=110)

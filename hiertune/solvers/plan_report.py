@@ -79,10 +79,9 @@ def plot_partition(graph: OpGraph, plans: dict[str, list[int]], num_stages: int,
                    path: str) -> None:
     """Left: parameter MiB per stage of each plan against the cache; right: each node's stage
     against its ASAP level (where the cuts fall in the graph)."""
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax_mem, ax_nodes) = plt.subplots(1, 2, figsize=(12, 4.5))
     width = 0.8 / max(len(plans), 1)
@@ -102,6 +101,4 @@ def plot_partition(graph: OpGraph, plans: dict[str, list[int]], num_stages: int,
     ax_nodes.set_xlabel("ASAP level")
     ax_nodes.set_ylabel("node parameter MiB")
     ax_nodes.set_title(f"stage of each node ({next(iter(plans))}; colour = stage)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
