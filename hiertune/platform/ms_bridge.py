@@ -74,6 +74,7 @@ class RecordCallback(ms.measure_callback.PyMeasureCallback):
         self.target = target
         self.on_measured = on_measured
         self.trial = len(store.trials(tuner="metaschedule"))
+        self._workloads: dict[str, Any] = {}  # the task's (unscheduled) workload, built once per task
 
     def apply(self, task_scheduler: Any, task_id: int, measure_candidates: list[Any],
               builder_results: list[Any], runner_results: list[Any]) -> None:
@@ -82,7 +83,9 @@ class RecordCallback(ms.measure_callback.PyMeasureCallback):
         for i, (candidate, result) in enumerate(zip(measure_candidates, runner_results)):
             trace = candidate.sch.trace
             secs = [float(x) for x in result.run_secs] if result.run_secs is not None and result.error_msg is None else None
-            record = ms.database.TuningRecord(trace, ms.database.Workload(candidate.sch.mod), secs or [1e10], self.target, candidate.args_info)
+            if task not in self._workloads:
+                self._workloads[task] = ms.database.Workload(self.store.workload_mod(task))
+            record = ms.database.TuningRecord(trace, self._workloads[task], secs or [1e10], self.target, candidate.args_info)
             self.trial += 1
             extra = detail[i] if i < len(detail) else None
             self.store.append(
