@@ -123,7 +123,8 @@ def test_best_initial_plan_keeps_the_better_of_pointer_and_libcoral():
 
 def test_rounds_recentre_the_window_and_never_get_worse():
     g = load_zoo_graph("densenet121")
-    one = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", ilp=ILP))
-    more = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", rounds=4, ilp=ILP))
+    # the plain start (no exact cut placement, which alone reaches this optimum in one round)
+    one = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, ilp=ILP))
+    more = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, rounds=4, ilp=ILP))
     assert more.objectives[0] < one.objectives[0] and 2 <= more.rounds <= 4  # measured: 1.78 -> 1.58 MiB
     check_partition(g, more.stages, 5)

@@ -1,0 +1,82 @@
+"""Exact cut placement along a node order: it is the best contiguous split (checked by brute force),
+it equals the exact ILP where the order is forced (a chain), and it never worsens a plan."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
+from hiertune.solvers.baselines import exact_partition, libcoral_partition
+from hiertune.solvers.graph import Edge, OpGraph, OpNode
+from hiertune.solvers.ilp import IlpConfig, PartitionError, check_partition, evaluate_partition
+from hiertune.solvers.incilp import IncIlpConfig, inc_ilp
+from hiertune.solvers.order_split import plan_order, refine_cuts, split_order
+from hiertune.solvers.zoo import load_zoo_graph
+
+ILP = IlpConfig(solver="cpsat", time_limit_s=60)
+SMALL_CACHE = 60_000  # small enough that the off-cache objective matters on these graphs
+
+
+def brute_force_split(graph: OpGraph, order: list[int], k: int, cache: int) -> tuple:
+    """Best objectives over every split of `order` into k non-empty consecutive runs."""
+    n, best = graph.num_nodes, None
+    for cuts in itertools.combinations(range(1, n), k - 1):
+        bounds = (0, *cuts, n)
+        stages = [0] * n
+        for s in range(k):
+            for p in range(bounds[s], bounds[s + 1]):
+                stages[order[p]] = s
+        obj = evaluate_partition(graph, stages, k, cache)
+        best = obj if best is None or obj < best else best
+    return best
+
+
+@pytest.mark.parametrize("seed,k", [(1, 3), (5, 4), (8, 2)])
+def test_split_is_the_best_contiguous_split_of_its_order(seed, k):
+    g = generate_dag(seed, SyntheticDagConfig(num_nodes=13))
+    order = g.topological_order()
+    stages = split_order(g, order, k, SMALL_CACHE)
+    check_partition(g, stages, k)
+    assert sorted(set(stages)) == list(range(k))  # no empty stage, as in the ILP
+    assert evaluate_partition(g, stages, k, SMALL_CACHE) == brute_force_split(g, order, k, SMALL_CACHE)
+
+
+def test_on_a_chain_the_split_is_the_exact_optimum():
+    params = [5, 40, 7, 30, 30, 2, 60, 9, 11, 25, 3, 44]
+    nodes = [OpNode(name=f"n{i}", op="CONV_2D", param_bytes=p * 1000) for i, p in enumerate(params)]
+    edges = [Edge(i, i + 1, 1000 * (i % 4 + 1)) for i in range(len(params) - 1)]
+    chain = OpGraph(name="chain", nodes=nodes, edges=edges)
+    for k in (2, 3, 5):
+        split = split_order(chain, chain.topological_order(), k, SMALL_CACHE)
+        exact = exact_partition(chain, k, IlpConfig(solver="cpsat", cache_bytes=SMALL_CACHE))
+        assert evaluate_partition(chain, split, k, SMALL_CACHE) == exact.objectives
+
+
+def test_refined_plan_keeps_its_order_and_never_loses():
+    g = load_zoo_graph("resnet50")
+    for k in (4, 6):
+        plan = libcoral_partition(g, k)
+        refined = refine_cuts(g, plan, k)
+        assert evaluate_partition(g, refined, k) <= evaluate_partition(g, plan, k)
+        along = [refined[v] for v in plan_order(g, plan)]
+        assert along == sorted(along)  # the new stages are consecutive runs of the plan's order
+
+
+def test_inc_ilp_refines_by_default_and_reaches_the_optimum():
+    g = load_zoo_graph("resnet50")
+    exact = exact_partition(g, 4, ILP)
+    res = inc_ilp(g, 4, IncIlpConfig(gamma=10, initial="libcoral", ilp=ILP))
+    assert res.refined_objectives is not None and res.refined_objectives <= res.initial_objectives
+    assert res.objectives == exact.objectives
+    plain = inc_ilp(g, 4, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, ilp=ILP))
+    assert plain.refined_objectives is None
+
+
+def test_bad_order_and_stage_count_are_clear_errors():
+    g = generate_dag(2, SyntheticDagConfig(num_nodes=10))
+    with pytest.raises(PartitionError, match="each of the 10 nodes"):
+        split_order(g, [0, 1, 2], 2)
+    with pytest.raises(PartitionError, match="num_stages=11"):
+        split_order(g, g.topological_order(), 11)
