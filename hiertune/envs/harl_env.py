@@ -51,6 +51,7 @@ class HarlEnvConfig:
     tau: int = 256
     subgraph_tau: int = 256
     elite_fraction: float = 0.0  # share of tracks that start from the best measured schedules
+    start_pool: int = 1  # random fills drawn per random track start; the best-predicted ones start
     reward_clip: float = 1.0  # |r| cap: a score near 0 would otherwise turn into a huge relative change
 
 
@@ -89,6 +90,7 @@ class HarlEnv(MultiAgentEnv):
         self.score_fn = score_fn
         self.value_fn = value_fn
         self.elite_fn = elite_fn
+        self.elite_fraction = self.config.elite_fraction  # the search loop may raise it as trials are spent
         self.rng = np.random.default_rng(seed)
         first = self.spaces[0]
         track_space = track_observation_space(first.obs_dim, first.action_dim)
@@ -168,10 +170,11 @@ class HarlEnv(MultiAgentEnv):
         if not 0 <= arm < space.num_sketches:
             raise MultiAgentEnvError(f"sketch arm {arm} out of range (task has {space.num_sketches} sketches)")
         self.sketch = arm
-        n_elite = int(round(self.config.elite_fraction * len(self.track_ids)))
+        n_elite = int(round(self.elite_fraction * len(self.track_ids)))
         elites = list(self.elite_fn(self.task, arm))[:n_elite] if self.elite_fn is not None and n_elite else []
-        states = elites + [space.random_state(arm, self.rng) for _ in self.track_ids[len(elites):]]
-        scores = self.score_fn(self.task, states)
+        states, scores = self._random_starts(space, arm, len(self.track_ids) - len(elites))
+        if elites:
+            states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
         obs: dict[str, Any] = {SKETCH_AGENT: self.sketch_windows[self.task].observation()}
         for aid, state, score in zip(self.track_ids, states, scores):
             self.states[aid], self.scores[aid] = state, float(score)
@@ -183,6 +186,24 @@ class HarlEnv(MultiAgentEnv):
         self.agents = list(self.track_ids)
         self.due = set(self.track_ids)
         return obs, {SKETCH_AGENT: 0.0}, {SKETCH_AGENT: True, "__all__": False}, {"__all__": False}, {}
+
+    def _random_starts(self, space: Any, arm: int, n: int) -> tuple[list[Any], np.ndarray]:
+        """`n` random-fill starts: the best-predicted of `n * start_pool` fills.
+
+        Every fill drawn is visited (so a candidate for the top-K), the way MetaSchedule's
+        evolutionary search scores a large random population before it mutates: once the cost
+        model has seen a few batches, the tracks start where it already expects speed.
+        """
+        if n <= 0:
+            return [], np.zeros(0)
+        pool = [space.random_state(arm, self.rng) for _ in range(n * max(1, self.config.start_pool))]
+        scores = np.asarray(self.score_fn(self.task, pool), dtype=np.float64)
+        if len(pool) == n:
+            return pool, scores
+        for state, score in zip(pool, scores):
+            self._visit(state, float(score))
+        best = np.argsort(-scores, kind="stable")[:n]
+        return [pool[i] for i in best], scores[best]
 
     # ------------------------------------------------------------------ track level
     def _track_obs(self, aid: str) -> dict[str, np.ndarray]:

@@ -63,6 +63,10 @@ class HarlConfig:
     max_steps: int = 60
     fixed_length: bool = False
     elite_fraction: float = 0.5  # tracks starting from the best measured schedules (0: all random fills)
+    elite_fraction_late: float | None = None  # grows linearly to this as the budget is spent (None: fixed)
+    start_pool: int = 1  # random fills drawn per random track start; the best-predicted start
+    epsilon: float = 0.0  # chance each top-K slot goes to a random visited schedule instead
+    sketch_renormalise: bool = False  # sketch rewards = task best now / round best (rescaled as the best moves)
     subgraph_bandit: bool = True
     seed: int = 0
     ppo: PPOEditorConfig = field(default_factory=PPOEditorConfig)
@@ -71,8 +75,14 @@ class HarlConfig:
         return HarlEnvConfig(
             tracks=self.tracks, lam=self.lam, rho=self.rho, min_tracks=self.min_tracks,
             max_steps=self.max_steps, fixed_length=self.fixed_length, gamma=self.ppo.gamma,
-            tau=self.tau, subgraph_tau=self.tau, elite_fraction=self.elite_fraction,
+            tau=self.tau, subgraph_tau=self.tau, elite_fraction=self.elite_fraction, start_pool=self.start_pool,
         )
+
+    def elite_share(self, spent: float) -> float:
+        """Share of elite track starts once `spent` (0..1) of the budget is measured."""
+        if self.elite_fraction_late is None:
+            return self.elite_fraction
+        return self.elite_fraction + (self.elite_fraction_late - self.elite_fraction) * min(max(spent, 0.0), 1.0)
 
     def editor_config(self) -> PPOEditorConfig:
         """PPO settings with this run's SW-UCB knobs and seed."""
@@ -90,6 +100,10 @@ class HarlConfig:
             ("--min-tracks", self.min_tracks, 1 <= self.min_tracks <= self.tracks, f"in 1..--tracks ({self.tracks})"),
             ("--max-steps", self.max_steps, self.max_steps >= 1, ">= 1"),
             ("--elite-starts", self.elite_fraction, 0 <= self.elite_fraction <= 1, "in [0, 1]"),
+            ("--elite-late", self.elite_fraction_late,
+             self.elite_fraction_late is None or 0 <= self.elite_fraction_late <= 1, "in [0, 1]"),
+            ("--start-pool", self.start_pool, self.start_pool >= 1, ">= 1"),
+            ("--epsilon", self.epsilon, 0 <= self.epsilon <= 1, "in [0, 1]"),
         ]
         for flag, value, ok, rule in checks:
             if not ok:
@@ -202,8 +216,13 @@ class HarlSearch:
         self.progress[task].add_round(round_best, len(latencies))
         if sketch is not None and 0 <= sketch < self.spaces[task].num_sketches:
             rewards = subgraph_rewards(self.progress) if self.config.subgraph_bandit else None
+            norm = task_best_before
+            if self.config.sketch_renormalise:
+                norm = self.progress[task].best
+                if math.isfinite(task_best_before) and norm < task_best_before:
+                    self.env.sketch_windows[task].rescale(norm / task_best_before)
             self.env.record_bandit_rewards(
-                task, sketch, None if rewards is None else rewards[task], sketch_reward(round_best, task_best_before)
+                task, sketch, None if rewards is None else rewards[task], sketch_reward(round_best, norm)
             )
         return round_best
 
@@ -271,13 +290,23 @@ class HarlSearch:
         """The K best-predicted visited schedules not measured yet (random fills if too few)."""
         chosen: list[tuple[Any, str]] = []
         seen = set(self.measured[task])
-        for visited in self.env.top_visited():
+        n_random = int(self.rng.binomial(k, self.config.epsilon)) if self.config.epsilon > 0 else 0
+        ranked = self.env.top_visited()
+        for visited in ranked:
+            if len(chosen) >= k - n_random:
+                break
             key = trace_key(visited.state.trace)
             if key not in seen:
                 seen.add(key)
                 chosen.append((visited.state, key))
-            if len(chosen) == k:
-                return chosen
+        if n_random:  # MetaSchedule's epsilon-greedy share: a few visited schedules at random
+            rest = [v.state for v in ranked if trace_key(v.state.trace) not in seen]
+            for i in self.rng.permutation(len(rest))[:n_random]:
+                key = trace_key(rest[i].trace)
+                seen.add(key)
+                chosen.append((rest[i], key))
+        if len(chosen) == k:
+            return chosen
         for _ in range(8 * k):  # the space around this sketch is exhausted: widen with random fills
             state = self.spaces[task].random_state(self.env.sketch, self.rng)
             key = trace_key(state.trace)
@@ -298,6 +327,7 @@ class HarlSearch:
         search_s = measure_s = 0.0
         while self.trials_done() < config.trials:
             t0 = time.perf_counter()
+            self.env.elite_fraction = config.elite_share(self.trials_done() / config.trials)
             # 1-2. bandits pick task and sketch; tracks edit; adaptive stopping
             episode = self._play_episode()
             task, sketch = self.env.task, self.env.sketch

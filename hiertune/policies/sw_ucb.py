@@ -82,6 +82,10 @@ class SlidingWindow:
         self.t += 1
         self.pulls.append((arm, float(reward)))
 
+    def rescale(self, factor: float) -> None:
+        """Multiply every reward in the window (a reward normalised by a moving best moves with it)."""
+        self.pulls = deque(((arm, reward * factor) for arm, reward in self.pulls), maxlen=self.tau)
+
     def stats(self) -> tuple[np.ndarray, np.ndarray]:
         """Windowed (means, counts) per arm; unchosen arms have mean 0 and count 0."""
         sums = np.zeros(self.n_arms)
