@@ -77,3 +77,17 @@ def test_first_round_sketch_loses_its_free_reward_when_renormalised(tmp_path, re
     means, counts = search.env.sketch_windows[0].stats()
     assert list(counts[:2]) == [1, 1]
     assert means[0] == pytest.approx(first_mean) and means[1] == pytest.approx(1.0)
+
+
+def test_warmup_batch_covers_every_sketch_and_rewards_each(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, sketch_renormalise=True)
+    n_sketches = search.spaces[0].num_sketches
+    assert n_sketches >= 2
+    chosen = search._warmup_candidates(0, 8)
+    assert len(chosen) == 8 and len({key for _, key in chosen}) == 8
+    assert {state.sketch for state, _ in chosen} == set(range(n_sketches))
+    latencies = [1e-3 * (1 + state.sketch) for state, _ in chosen]  # sketch 0 fastest
+    search._finish_round(0, 0, latencies, [state.sketch for state, _ in chosen])
+    means, counts = search.env.sketch_windows[0].stats()
+    assert list(counts[:n_sketches]) == [1] * n_sketches
+    assert list(means[:n_sketches]) == pytest.approx([1 / (1 + s) for s in range(n_sketches)])

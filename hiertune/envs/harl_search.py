@@ -67,6 +67,7 @@ class HarlConfig:
     start_pool: int = 1  # random fills drawn per random track start; the best-predicted start
     epsilon: float = 0.0  # chance each top-K slot goes to a random visited schedule instead
     sketch_renormalise: bool = False  # sketch rewards = task best now / round best (rescaled as the best moves)
+    sketch_warmup: bool = False  # a task's first batch covers all its sketches (one bandit reward each)
     subgraph_bandit: bool = True
     seed: int = 0
     ppo: PPOEditorConfig = field(default_factory=PPOEditorConfig)
@@ -209,21 +210,31 @@ class HarlSearch:
         if states:
             self.cost_model.update(states, latencies)
 
-    def _finish_round(self, task: int, sketch: int | None, latencies: list[float]) -> float:
-        """Task progress and bandit rewards after a round's measurements; returns the round's best."""
+    def _finish_round(self, task: int, sketch: int | None, latencies: list[float],
+                      sketches: list[int] | None = None) -> float:
+        """Task progress and bandit rewards after a round's measurements; returns the round's best.
+
+        `sketches` (one per latency) splits a round that measured several sketches (the warm-up
+        round): each sketch gets its own reward from its own best.
+        """
         round_best = min(latencies, default=math.inf)
         task_best_before = self.progress[task].best
         self.progress[task].add_round(round_best, len(latencies))
-        if sketch is not None and 0 <= sketch < self.spaces[task].num_sketches:
-            rewards = subgraph_rewards(self.progress) if self.config.subgraph_bandit else None
-            norm = task_best_before
-            if self.config.sketch_renormalise:
-                norm = self.progress[task].best
-                if math.isfinite(task_best_before) and norm < task_best_before:
-                    self.env.sketch_windows[task].rescale(norm / task_best_before)
-            self.env.record_bandit_rewards(
-                task, sketch, None if rewards is None else rewards[task], sketch_reward(round_best, norm)
-            )
+        per_sketch: dict[int, float] = {}
+        for s, latency in zip(sketches if sketches is not None else [sketch] * len(latencies), latencies):
+            if s is not None and 0 <= s < self.spaces[task].num_sketches:
+                per_sketch[s] = min(per_sketch.get(s, math.inf), latency)
+        if not per_sketch:
+            return round_best
+        if self.config.subgraph_bandit:
+            self.env.subgraph_window.record(task, subgraph_rewards(self.progress)[task])
+        norm = task_best_before
+        if self.config.sketch_renormalise:
+            norm = self.progress[task].best
+            if math.isfinite(task_best_before) and norm < task_best_before:
+                self.env.sketch_windows[task].rescale(norm / task_best_before)
+        for s, best in per_sketch.items():
+            self.env.sketch_windows[task].record(s, sketch_reward(best, norm))
         return round_best
 
     def _keep_best(self, task: int, state: Any, latency: float) -> None:
@@ -317,6 +328,28 @@ class HarlSearch:
                 break
         return chosen
 
+    def _warmup_candidates(self, task: int, k: int) -> list[tuple[Any, str]]:
+        """A task's first batch spread over all its sketches (best-predicted of a few fills each).
+
+        MetaSchedule's first batch covers every sketch; HARL's bandit would otherwise spend one
+        whole round per sketch just to try each once. The bandit then starts from one reward per
+        sketch and the cost model from data on all of them.
+        """
+        space = self.spaces[task]
+        seen = set(self.measured[task])
+        pools: list[list[tuple[Any, str]]] = []
+        for sketch in range(space.num_sketches):
+            n = -(-k // space.num_sketches)
+            fills = [space.random_state(sketch, self.rng) for _ in range(n * max(1, self.config.start_pool))]
+            order = np.argsort(-np.asarray(self._score(task, fills)), kind="stable")
+            pools.append([(fills[i], trace_key(fills[i].trace)) for i in order])
+        chosen: list[tuple[Any, str]] = []
+        for pair in itertools.chain.from_iterable(itertools.zip_longest(*pools)):
+            if pair is not None and pair[1] not in seen and len(chosen) < k:
+                seen.add(pair[1])
+                chosen.append(pair)
+        return chosen
+
     def _weighted_latency(self) -> float:
         return sum(p.weight * p.best for p in self.progress)
 
@@ -335,7 +368,8 @@ class HarlSearch:
             self.editor.update([episode])
             # 4. top-K unmeasured by predicted score
             k = min(config.topk, config.trials - self.trials_done())
-            candidates = self._candidates(task, k)
+            warmup = self.config.sketch_warmup and not self.measured[task] and self.spaces[task].num_sketches > 1
+            candidates = self._warmup_candidates(task, k) if warmup else self._candidates(task, k)
             inputs = [MeasureInput.from_schedule(state.sch) for state, _ in candidates]
             t1 = time.perf_counter()
             results = self.runner.measure(inputs)
@@ -347,7 +381,8 @@ class HarlSearch:
                 self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
             # 6. task progress and bandit rewards
-            self._finish_round(task, sketch, [r.mean_s for r in results])
+            self._finish_round(task, sketch, [r.mean_s for r in results],
+                               [int(state.sketch) for state, _ in candidates] if warmup else None)
             t3 = time.perf_counter()
             search_s += (t1 - t0) + (t3 - t2)
             measure_s += t2 - t1
