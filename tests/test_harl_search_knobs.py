@@ -90,4 +90,5 @@ def test_warmup_batch_covers_every_sketch_and_rewards_each(tmp_path) -> None:
     search._finish_round(0, 0, latencies, [state.sketch for state, _ in chosen])
     means, counts = search.env.sketch_windows[0].stats()
     assert list(counts[:n_sketches]) == [1] * n_sketches
+    assert search.env.sketch_windows[0].t == 1  # one bandit decision, one reward per sketch
     assert list(means[:n_sketches]) == pytest.approx([1 / (1 + s) for s in range(n_sketches)])

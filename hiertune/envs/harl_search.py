@@ -204,9 +204,13 @@ class HarlSearch:
                 states.append(state)
                 latencies.append(r.mean_s)
                 self._keep_best(n, state, r.mean_s)
-        for (task_name, sketch), group in itertools.groupby(records, key=lambda r: (r.task, r.extra.get("sketch"))):
+        def round_of(r: MeasureRecord) -> tuple:  # older records carry no round id: one sketch run = one round
+            return (r.task, "round", r.extra["round"]) if "round" in r.extra else (r.task, "sketch", r.extra.get("sketch"))
+
+        for (task_name, *_), group in itertools.groupby(records, key=round_of):
             group = list(group)
-            self._finish_round(index[task_name], sketch, [r.mean_s for r in group])
+            sketches = [r.extra.get("sketch") for r in group]
+            self._finish_round(index[task_name], sketches[0], [r.mean_s for r in group], sketches)
         if states:
             self.cost_model.update(states, latencies)
 
@@ -233,8 +237,8 @@ class HarlSearch:
             norm = self.progress[task].best
             if math.isfinite(task_best_before) and norm < task_best_before:
                 self.env.sketch_windows[task].rescale(norm / task_best_before)
-        for s, best in per_sketch.items():
-            self.env.sketch_windows[task].record(s, sketch_reward(best, norm))
+        for i, (s, best) in enumerate(per_sketch.items()):  # a warm-up batch is one bandit step
+            self.env.sketch_windows[task].record(s, sketch_reward(best, norm), step=i == 0)
         return round_best
 
     def _keep_best(self, task: int, state: Any, latency: float) -> None:
@@ -251,13 +255,13 @@ class HarlSearch:
     def trials_done(self) -> int:
         return len(self.store.trials(tuner=TUNER))
 
-    def _record(self, task: int, state: Any, result: MeasureResult, key: str) -> MeasureRecord:
+    def _record(self, task: int, state: Any, result: MeasureResult, key: str, round_id: int) -> MeasureRecord:
         latencies = result.latencies_s if result.ok else None
         record = self.spaces[task].tuning_record(state, latencies or [1e10])
         return MeasureRecord(
             task=self.tasks[task].name, key=key, record=record.as_json(), latencies_s=latencies,
             error=None if result.ok else (result.error or "failed"), build_s=result.build_s, run_s=result.run_s,
-            time=time.time(), tuner=TUNER, trial=self.trials_done() + 1, extra={"sketch": int(state.sketch)},
+            time=time.time(), tuner=TUNER, trial=self.trials_done() + 1, extra={"sketch": int(state.sketch), "round": round_id},
         )
 
     def _play_episode(self) -> Any:
@@ -375,8 +379,9 @@ class HarlSearch:
             results = self.runner.measure(inputs)
             t2 = time.perf_counter()
             # 5. records and cost model
+            round_id = self.trials_done() + 1  # the round's first trial: groups its records on resume
             for (state, key), result in zip(candidates, results):
-                self.store.append(self._record(task, state, result, key))
+                self.store.append(self._record(task, state, result, key, round_id))
                 self.measured[task].add(key)
                 self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])

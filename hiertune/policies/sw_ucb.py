@@ -76,10 +76,12 @@ class SlidingWindow:
     def exhausted(self) -> bool:
         return len(self.disabled) >= self.n_arms
 
-    def record(self, arm: int, reward: float) -> None:
+    def record(self, arm: int, reward: float, step: bool = True) -> None:
+        """One reward for `arm`; `step=False` adds it to the same decision as the last one
+        (a batch that tried several arms at once is one step of t)."""
         if not 0 <= arm < self.n_arms:
             raise ValueError(f"arm {arm} out of range 0..{self.n_arms - 1}")
-        self.t += 1
+        self.t += int(step)
         self.pulls.append((arm, float(reward)))
 
     def rescale(self, factor: float) -> None:
