@@ -114,8 +114,8 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
                      BaselineConfig(trials=trials, seed=seed, work_dir=str(work / f"ms_{label}_{seed}")))
         extra = {"task_trials": {t.name: len(store.trials(t.name, tuner=MS)) for t in workload.tasks}}
     wall = time.perf_counter() - start
-    flops = {t.name: t.flops for t in workload.tasks}
-    weights = {t.name: t.weight for t in workload.tasks}
+    flops = workload.task_flops
+    weights = workload.task_weights
     points = tuning_curve(store, flops, weights, tuner=tuner)
     n = len(points)
     curve = [p.latency_s * 1e3 if math.isfinite(p.latency_s) else None for p in points]
@@ -390,7 +390,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             workload = get_workload(suite.network, target)
             log(f"network {suite.network}: {len(workload.tasks)} tasks, {suite.network_trials} trials each")
             seed = suite.seeds[0]
-            net: dict[str, Any] = {"name": suite.network, "tasks": {t.name: t.weight for t in workload.tasks},
+            net: dict[str, Any] = {"name": suite.network, "tasks": workload.task_weights,
                                    "trials": suite.network_trials, "seed": seed}
             net[MS] = run_tuner(MS, workload, target, suite.network_trials, seed, runner, work_root)
             net[HARL] = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
@@ -556,10 +556,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
 
 def plot_suite(summary: dict[str, Any], path: Path) -> None:
     """One panel of tuning curves per workload (operators, then the network and its ablation)."""
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     panels = [(name, run) for name, entry in summary["operators"].items() for run in entry["runs"][:1]]
     if summary.get("network"):
@@ -596,17 +595,14 @@ def plot_suite(summary: dict[str, Any], path: Path) -> None:
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(f"HARL vs MetaSchedule at equal measured trials ({summary.get('suite')} suite)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 # ---------------------------------------------------------------------- single workload (the original CLI)
 def run_single(args: argparse.Namespace) -> None:
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from rich.console import Console
     from rich.table import Table
 
@@ -654,8 +650,7 @@ def run_single(args: argparse.Namespace) -> None:
     ax.set_title(f"{args.workload}: HARL vs MetaSchedule")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(RESULTS / f"{stem}.png", dpi=120)
+    save_figure(fig, RESULTS / f"{stem}.png", dpi=120)
     console.print(f"-> {RESULTS / stem}.json / .png")
 
 

@@ -182,10 +182,9 @@ def main() -> None:
 
 
 def plot(cases: list[dict], path: Path) -> None:
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     labels = [f"{c['model']}\nK={c['stages']}" for c in cases]
     x = np.arange(len(cases))
@@ -204,9 +203,7 @@ def plot(cases: list[dict], path: Path) -> None:
         ax.legend(fontsize=8)
     axes[1].set_xticks(x, labels, fontsize=7)
     fig.suptitle("Inc-ILP vs libcoral pipeline plans (CPU stage actors)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 if __name__ == "__main__":

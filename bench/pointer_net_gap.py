@@ -107,10 +107,9 @@ def _table(summary: dict, scheds: dict) -> None:
 
 
 def _plot(summary: dict, scheds: dict, path: Path) -> None:
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     cases = list(summary)
     x = np.arange(len(cases))
@@ -122,8 +121,7 @@ def _plot(summary: dict, scheds: dict, path: Path) -> None:
     ax.set_ylabel("peak-memory gap to exact optimum (%)")
     ax.set_title("Pointer-net pre-scheduler: RL-only gap")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -172,10 +171,9 @@ def simulate(nodes: int, batch: int, rounds: int, cand_s: np.ndarray, fixed_s: n
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax_m, ax_p) = plt.subplots(1, 2, figsize=(11, 4.2))
     measured = result["measured"]
@@ -199,9 +197,7 @@ def plot(result: dict, path: Path) -> None:
     ax_p.set_title(f"projected ({result['config']['per_node']} candidates per node per round)")
     ax_p.grid(alpha=0.3, which="both")
     ax_p.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def main() -> None:

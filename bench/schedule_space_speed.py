@@ -142,10 +142,9 @@ def main() -> None:
     out = RESULTS / "schedule_space_speed.json"
     out.write_text(json.dumps({"rows": rows, "args": vars(args)}, indent=2))
 
-    import matplotlib
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(rows))
@@ -157,8 +156,7 @@ def main() -> None:
     ax.set_xticks(x, [r["task"] for r in rows])
     ax.set_ylabel("ms per candidate (replay + postproc)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(RESULTS / "schedule_space_speed.png", dpi=120)
+    save_figure(fig, RESULTS / "schedule_space_speed.png", dpi=120)
     print(f"wrote {out} and {RESULTS / 'schedule_space_speed.png'}")
 
 

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         runner.close()
-    flops = {t.name: t.flops for t in workload.tasks}
-    weights = {t.name: t.weight for t in workload.tasks}
+    flops = workload.task_flops
+    weights = workload.task_weights
     points = tuning_curve(store, flops, weights, tuner=TUNER)
     console.print(curve_table(points, args.batch, f"MetaSchedule on {workload.name} ({target.kind.name})"))
     if args.plot:

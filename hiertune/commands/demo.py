@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         runner.close()
 
-    flops = {t.name: t.flops for t in workload.tasks}
+    flops = workload.task_flops
     curves = {name: tuning_curve(store, flops, tuner=name) for name, store in stores.items()}
     table = Table(title=f"{workload.name}: best after {args.trials} measured trials")
     for column in ("tuner", "best latency (ms)", "GFLOPS", "search s / trial"):

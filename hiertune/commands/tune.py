@@ -121,7 +121,7 @@ def plot_run(workload: Any, store: Any, path: str) -> Path:
     from hiertune.platform.curves import tuning_curve
 
     points = tuning_curve(
-        store, {t.name: t.flops for t in workload.tasks}, {t.name: t.weight for t in workload.tasks}, tuner=TUNER
+        store, workload.task_flops, workload.task_weights, tuner=TUNER
     )
     finite = [p for p in points if math.isfinite(p.latency_s)]
     fig, (ax_curve, ax_alloc) = plt.subplots(1, 2, figsize=(12, 4.2))

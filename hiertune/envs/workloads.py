@@ -44,6 +44,16 @@ class Workload:
     def is_network(self) -> bool:
         return len(self.tasks) > 1 or self.name in NETWORKS
 
+    @property
+    def task_flops(self) -> dict[str, float]:
+        """FLOPs per task name: curves turn latencies into GFLOPS with it."""
+        return {t.name: t.flops for t in self.tasks}
+
+    @property
+    def task_weights(self) -> dict[str, int]:
+        """How often each task runs in one pass of the workload: network latency sums by it."""
+        return {t.name: t.weight for t in self.tasks}
+
 
 def list_workloads() -> list[str]:
     """Every name `get_workload` accepts (operator shapes at batch 1, plus the networks)."""
