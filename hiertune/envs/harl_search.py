@@ -2,14 +2,19 @@
 
 Per round (= one `HarlEnv` episode):
   1. the subgraph bandit picks a task, the sketch bandit one of its sketches (SW-UCB modules)
-  2. I tracks start from random fills of the sketch (by default half of them from its best
-     measured schedules instead, `elite_fraction`; 0 = the paper's pure random fills); the
-     shared PPO editor edits them step by step, the cost model scoring every new schedule;
-     adaptive stopping drops weak tracks
+  2. I tracks start from the best-predicted of `start_pool` random fills each of the sketch (by
+     default half of them, rising to 3/4 as the budget is spent, from its best measured
+     schedules instead, `elite_fraction`/`elite_fraction_late`; 0 = the paper's pure random
+     fills); the shared PPO editor edits them step by step, the cost model scoring every new
+     schedule; adaptive stopping drops weak tracks
   3. PPO learns from the round's episode (learner group update)
-  4. the top-K visited schedules by predicted score that are not measured yet go to the runner
+  4. the top-K visited schedules by predicted score that are not measured yet go to the runner,
+     each slot with chance `epsilon` a random visited one instead; a task's first batch
+     (`sketch_warmup`) is spread over all its sketches instead
   5. results are appended to the records; the cost model retrains on them
-  6. the bandits get their rewards: Ansor's gradient estimate (task), normalised best (sketch)
+  6. the bandits get their rewards: Ansor's gradient estimate (task), normalised best (sketch:
+     the round's best over the task's best, all of a task's sketch rewards rescaled when its best
+     improves)
 until the trial budget is spent. A records file that already holds trials is resumed: measured
 schedules are skipped, the cost model is retrained from them and their trials count.
 
@@ -63,11 +68,16 @@ class HarlConfig:
     max_steps: int = 60
     fixed_length: bool = False
     elite_fraction: float = 0.5  # tracks starting from the best measured schedules (0: all random fills)
-    elite_fraction_late: float | None = None  # grows linearly to this as the budget is spent (None: fixed)
-    start_pool: int = 1  # random fills drawn per random track start; the best-predicted start
-    epsilon: float = 0.0  # chance each top-K slot goes to a random visited schedule instead
-    sketch_renormalise: bool = False  # sketch rewards = task best now / round best (rescaled as the best moves)
-    sketch_warmup: bool = False  # a task's first batch covers all its sketches (one bandit reward each)
+    # Defaults below were measured against MetaSchedule at 64 trials (issue 4, bench/results notes):
+    elite_fraction_late: float | None = 0.75  # the elite share grows linearly to this as the budget is
+    #   spent: exploit once the cost model knows the space (None: `elite_fraction` throughout)
+    start_pool: int = 4  # random fills drawn per random track start; tracks start from the best
+    #   predicted, every fill is a top-K candidate (MetaSchedule scores a random population too)
+    epsilon: float = 0.05  # chance per top-K slot of a random visited schedule (MetaSchedule's eps-greedy)
+    sketch_renormalise: bool = True  # sketch reward = task best now / the round's best: rewards are
+    #   rescaled as the best moves, so a sketch's first (random) round keeps no free 1.0
+    sketch_warmup: bool = True  # a task's first batch covers all its sketches, one bandit step: the
+    #   bandit no longer spends a whole round per sketch just to try each once
     subgraph_bandit: bool = True
     seed: int = 0
     ppo: PPOEditorConfig = field(default_factory=PPOEditorConfig)
