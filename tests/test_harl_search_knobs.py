@@ -53,6 +53,7 @@ def test_elite_share_grows_with_the_budget_spent() -> None:
     config = HarlConfig(elite_fraction=0.5, elite_fraction_late=0.75)
     assert [config.elite_share(x) for x in (0.0, 0.5, 1.0, 2.0)] == pytest.approx([0.5, 0.625, 0.75, 0.75])
     assert HarlConfig(elite_fraction=0.25, elite_fraction_late=None).elite_share(0.9) == 0.25
+    assert HarlConfig(elite_fraction=0.0).elite_share(0.9) == 0.0  # the paper's pure random fills
     with pytest.raises(HiertuneError, match="--start-pool"):
         HarlConfig(start_pool=0).validate()
     with pytest.raises(HiertuneError, match="--epsilon"):

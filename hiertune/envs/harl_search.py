@@ -90,8 +90,11 @@ class HarlConfig:
         )
 
     def elite_share(self, spent: float) -> float:
-        """Share of elite track starts once `spent` (0..1) of the budget is measured."""
-        if self.elite_fraction_late is None:
+        """Share of elite track starts once `spent` (0..1) of the budget is measured.
+
+        `elite_fraction` 0 stays 0 throughout: the paper's pure random fills (`--elite-starts 0`).
+        """
+        if self.elite_fraction_late is None or self.elite_fraction == 0:
             return self.elite_fraction
         return self.elite_fraction + (self.elite_fraction_late - self.elite_fraction) * min(max(spent, 0.0), 1.0)
 
