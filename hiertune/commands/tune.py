@@ -29,6 +29,16 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, default=60, help="cap on track steps per round; fixed-length length (60)")
     parser.add_argument("--elite-starts", type=float, default=0.5,
                         help="share of tracks starting from the best measured schedules; 0 = all random fills (0.5)")
+    parser.add_argument("--elite-late", type=float, default=0.75,
+                        help="the elite share grows linearly to this as the budget is spent (0.75)")
+    parser.add_argument("--start-pool", type=int, default=4,
+                        help="random fills per random track start; the best-predicted one starts the track (4)")
+    parser.add_argument("--epsilon", type=float, default=0.05,
+                        help="chance per measured slot of a random visited schedule instead of a top-K one (0.05)")
+    parser.add_argument("--no-sketch-warmup", action="store_true",
+                        help="don't spread a task's first batch over all its sketches")
+    parser.add_argument("--no-sketch-renormalise", action="store_true",
+                        help="keep sketch rewards as they were when earned (not rescaled by the task's best)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fixed-length", action="store_true", help="ablation: no adaptive stopping")
     parser.add_argument("--no-subgraph-bandit", action="store_true", help="ablation: tasks round-robin")
@@ -48,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     config = HarlConfig(
         trials=args.trials, c=args.c, tau=args.tau, lam=args.lam, rho=args.rho, tracks=args.tracks,
         topk=args.topk, min_tracks=args.min_tracks, max_steps=args.max_steps, fixed_length=args.fixed_length,
-        elite_fraction=args.elite_starts, subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
+        elite_fraction=args.elite_starts, elite_fraction_late=args.elite_late, start_pool=args.start_pool,
+        epsilon=args.epsilon, sketch_warmup=not args.no_sketch_warmup,
+        sketch_renormalise=not args.no_sketch_renormalise, subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
     )
     config.validate()
     console = Console()
