@@ -93,3 +93,16 @@ def test_warmup_batch_covers_every_sketch_and_rewards_each(tmp_path) -> None:
     assert list(counts[:n_sketches]) == [1] * n_sketches
     assert search.env.sketch_windows[0].t == 1  # one bandit decision, one reward per sketch
     assert list(means[:n_sketches]) == pytest.approx([1 / (1 + s) for s in range(n_sketches)])
+
+
+def test_cross_sketch_slots_go_to_the_other_sketches(tmp_path) -> None:
+    search = make_search(tmp_path, epsilon=0.0, cross_sketch=2)
+    search._play_episode()
+    assert search.spaces[0].num_sketches > 1
+    chosen = search._candidates(0, 6)
+    assert len(chosen) == 6 and len({key for _, key in chosen}) == 6  # exactly K, none twice
+    sketches = [int(state.sketch) for state, _ in chosen]
+    assert sketches[:4] == [search.env.sketch] * 4  # the bandit's sketch keeps the first K - 2
+    assert all(s != search.env.sketch for s in sketches[4:])
+    with pytest.raises(HiertuneError, match="--cross-sketch"):
+        HarlConfig(cross_sketch=8, topk=8).validate()

@@ -78,6 +78,8 @@ class HarlConfig:
     #   rescaled as the best moves, so a sketch's first (random) round keeps no free 1.0
     sketch_warmup: bool = True  # a task's first batch covers all its sketches, one bandit step: the
     #   bandit no longer spends a whole round per sketch just to try each once
+    cross_sketch: int = 0  # top-K slots per round for the best-predicted random fills of the task's
+    #   other sketches (credited to them): keeps a sketch the bandit has left in view (off by default)
     subgraph_bandit: bool = True
     seed: int = 0
     ppo: PPOEditorConfig = field(default_factory=PPOEditorConfig)
@@ -118,6 +120,7 @@ class HarlConfig:
              self.elite_fraction_late is None or 0 <= self.elite_fraction_late <= 1, "in [0, 1]"),
             ("--start-pool", self.start_pool, self.start_pool >= 1, ">= 1"),
             ("--epsilon", self.epsilon, 0 <= self.epsilon <= 1, "in [0, 1]"),
+            ("--cross-sketch", self.cross_sketch, 0 <= self.cross_sketch < self.topk, f"in 0..--topk - 1 ({self.topk - 1})"),
         ]
         for flag, value, ok, rule in checks:
             if not ok:
@@ -319,9 +322,10 @@ class HarlSearch:
         chosen: list[tuple[Any, str]] = []
         seen = set(self.measured[task])
         n_random = int(self.rng.binomial(k, self.config.epsilon)) if self.config.epsilon > 0 else 0
+        n_cross = min(self.config.cross_sketch, k - 1) if self.spaces[task].num_sketches > 1 else 0
         ranked = self.env.top_visited()
         for visited in ranked:
-            if len(chosen) >= k - n_random:
+            if len(chosen) >= k - n_random - n_cross:
                 break
             key = trace_key(visited.state.trace)
             if key not in seen:
@@ -335,6 +339,9 @@ class HarlSearch:
                 chosen.append((rest[i], key))
         if len(chosen) == k:
             return chosen
+        chosen += self._other_sketch_fills(task, min(self.config.cross_sketch, k - len(chosen)), seen)
+        if len(chosen) >= k:
+            return chosen
         for _ in range(8 * k):  # the space around this sketch is exhausted: widen with random fills
             state = self.spaces[task].random_state(self.env.sketch, self.rng)
             key = trace_key(state.trace)
@@ -343,6 +350,23 @@ class HarlSearch:
                 chosen.append((state, key))
             if len(chosen) == k:
                 break
+        return chosen
+
+    def _other_sketch_fills(self, task: int, n: int, seen: set[str]) -> list[tuple[Any, str]]:
+        """n best-predicted random fills of the task's other sketches, round-robin over them."""
+        others = [s for s in range(self.spaces[task].num_sketches) if s != self.env.sketch]
+        if n <= 0 or not others:
+            return []
+        chosen: list[tuple[Any, str]] = []
+        for i in range(n):
+            sketch = others[(len(self.rounds) + i) % len(others)]
+            fills = [self.spaces[task].random_state(sketch, self.rng) for _ in range(4 * max(1, self.config.start_pool))]
+            for j in np.argsort(-np.asarray(self._score(task, fills)), kind="stable"):
+                key = trace_key(fills[j].trace)
+                if key not in seen:
+                    seen.add(key)
+                    chosen.append((fills[j], key))
+                    break
         return chosen
 
     def _warmup_candidates(self, task: int, k: int) -> list[tuple[Any, str]]:
@@ -399,8 +423,9 @@ class HarlSearch:
                 self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
             # 6. task progress and bandit rewards
+            mixed = warmup or self.config.cross_sketch > 0
             self._finish_round(task, sketch, [r.mean_s for r in results],
-                               [int(state.sketch) for state, _ in candidates] if warmup else None)
+                               [int(state.sketch) for state, _ in candidates] if mixed else None)
             t3 = time.perf_counter()
             search_s += (t1 - t0) + (t3 - t2)
             measure_s += t2 - t1
