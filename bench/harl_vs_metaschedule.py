@@ -56,7 +56,8 @@ class Suite:
 
 # Quick: the smallest TVM shape of each family where that is a real kernel (C2D:1 = 56x56x64 1x1,
 # C3D:1 = 16x56x56x64 1x1x1, T2D:3 = 32x32x64 -> 3, C1D:0 = 256x64 -> 128 k3 s2), 64 trials, three
-# seeds: sized for ~1 h on 2 quiet cores (a trial costs 0.6-2.5 s there, 2-3x that under load). Full: the paper's setting, every TVM shape, 1000 trials.
+# seeds: sized for ~1 h on 2 quiet cores (a trial costs 0.6-2.5 s there, 2-3x that under load).
+# Full: the paper's setting, every TVM shape, 1000 trials.
 SUITES = {
     "quick": Suite(
         operators=["GMM-S", "GMM-M", "GMM-L", "C1D:0", "C2D:1", "C3D:1", "T2D:3"],

@@ -110,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
         args.out.write_text(json.dumps(plan, indent=1))
         console.print(f"plan written to {args.out}")
     if args.plot:
-        args.plot.parent.mkdir(parents=True, exist_ok=True)
         plot_partition(graph, {"Inc-ILP": result.stages, "libcoral": libcoral}, args.stages, cache, str(args.plot))
         console.print(f"plot written to {args.plot}")
     return 0

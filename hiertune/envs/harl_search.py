@@ -339,7 +339,7 @@ class HarlSearch:
                 chosen.append((rest[i], key))
         if len(chosen) == k:
             return chosen
-        chosen += self._other_sketch_fills(task, min(self.config.cross_sketch, k - len(chosen)), seen)
+        chosen += self._other_sketch_fills(task, min(n_cross, k - len(chosen)), seen)
         if len(chosen) >= k:
             return chosen
         for _ in range(8 * k):  # the space around this sketch is exhausted: widen with random fills
@@ -352,6 +352,12 @@ class HarlSearch:
                 break
         return chosen
 
+    def _ranked_fills(self, task: int, sketch: int, count: int) -> list[tuple[Any, str]]:
+        """`count` random fills of a sketch with their trace keys, best predicted first."""
+        fills = [self.spaces[task].random_state(sketch, self.rng) for _ in range(count)]
+        order = np.argsort(-np.asarray(self._score(task, fills)), kind="stable")
+        return [(fills[i], trace_key(fills[i].trace)) for i in order]
+
     def _other_sketch_fills(self, task: int, n: int, seen: set[str]) -> list[tuple[Any, str]]:
         """n best-predicted random fills of the task's other sketches, round-robin over them."""
         others = [s for s in range(self.spaces[task].num_sketches) if s != self.env.sketch]
@@ -360,13 +366,11 @@ class HarlSearch:
         chosen: list[tuple[Any, str]] = []
         for i in range(n):
             sketch = others[(len(self.rounds) + i) % len(others)]
-            fills = [self.spaces[task].random_state(sketch, self.rng) for _ in range(4 * max(1, self.config.start_pool))]
-            for j in np.argsort(-np.asarray(self._score(task, fills)), kind="stable"):
-                key = trace_key(fills[j].trace)
-                if key not in seen:
-                    seen.add(key)
-                    chosen.append((fills[j], key))
-                    break
+            ranked = self._ranked_fills(task, sketch, 4 * max(1, self.config.start_pool))
+            pair = next((pair for pair in ranked if pair[1] not in seen), None)
+            if pair is not None:
+                seen.add(pair[1])
+                chosen.append(pair)
         return chosen
 
     def _warmup_candidates(self, task: int, k: int) -> list[tuple[Any, str]]:
@@ -378,12 +382,9 @@ class HarlSearch:
         """
         space = self.spaces[task]
         seen = set(self.measured[task])
-        pools: list[list[tuple[Any, str]]] = []
-        for sketch in range(space.num_sketches):
-            n = -(-k // space.num_sketches)
-            fills = [space.random_state(sketch, self.rng) for _ in range(n * max(1, self.config.start_pool))]
-            order = np.argsort(-np.asarray(self._score(task, fills)), kind="stable")
-            pools.append([(fills[i], trace_key(fills[i].trace)) for i in order])
+        n = -(-k // space.num_sketches)
+        pools = [self._ranked_fills(task, sketch, n * max(1, self.config.start_pool))
+                 for sketch in range(space.num_sketches)]
         chosen: list[tuple[Any, str]] = []
         for pair in itertools.chain.from_iterable(itertools.zip_longest(*pools)):
             if pair is not None and pair[1] not in seen and len(chosen) < k:
