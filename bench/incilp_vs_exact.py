@@ -55,6 +55,7 @@ class BenchConfig:
     out: Path = RESULTS / "incilp_vs_exact.json"
     plot: Path = RESULTS / "incilp_vs_exact.png"
     resume: bool = False
+    checkpoint: dict[str, Any] = field(default_factory=dict)  # the pointer net used (filled by main)
 
 
 def geomean(values: list[float]) -> float | None:
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=150)
     if not a.replot and any(i.split("+")[0] in ("auto", "pointer") for i in cfg.initials):
         default_scheduler()  # load the pointer net (torch import) once, outside the timed cases
-        _CHECKPOINT.update(_checkpoint_id())
+        cfg.checkpoint = _checkpoint_id()
     cases: list[dict[str, Any]] = []
     if a.replot:
         doc = json.loads(cfg.out.read_text())
@@ -329,9 +330,6 @@ def markdown_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_CHECKPOINT: dict[str, Any] = {}
-
-
 def _checkpoint_id() -> dict[str, Any]:
     """Which pointer-net checkpoint the run used (it may be retrained between runs)."""
     import hashlib
@@ -349,8 +347,8 @@ def _checkpoint_id() -> dict[str, Any]:
 
 def _write(cfg: BenchConfig, cases: list[dict[str, Any]], started: float) -> None:
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()}
-    doc = {**summarize(cases, cfg.gammas), "config": config, "pointer_checkpoint": dict(_CHECKPOINT),
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items() if k != "checkpoint"}
+    doc = {**summarize(cases, cfg.gammas), "config": config, "pointer_checkpoint": cfg.checkpoint,
            "wall_seconds": time.time() - started, "cases": cases}
     cfg.out.write_text(json.dumps(doc, indent=1))
 
