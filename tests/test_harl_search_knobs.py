@@ -106,3 +106,24 @@ def test_cross_sketch_slots_go_to_the_other_sketches(tmp_path) -> None:
     assert all(s != search.env.sketch for s in sketches[4:])
     with pytest.raises(HiertuneError, match="--cross-sketch"):
         HarlConfig(cross_sketch=8, topk=8).validate()
+
+
+def test_elite_tracks_cover_the_other_sketches(tmp_path) -> None:
+    search = make_search(tmp_path, elite_fraction=1.0, elite_fraction_late=None, elite_other_sketches=1)
+    space = search.spaces[0]
+    assert space.num_sketches > 1
+    rng_fills = {s: [space.random_state(s, search.rng) for _ in range(3)] for s in range(space.num_sketches)}
+    for s, states in rng_fills.items():  # sketch s's fills measured at 1.0 + s + i ms
+        for i, state in enumerate(states):
+            search._keep_best(0, state, 1e-3 * (1 + s + i))
+    elites = search._elites(0, 0)
+    others = [int(state.sketch) for state in elites[: space.num_sketches - 1]]
+    assert others == list(range(1, space.num_sketches))  # one per other sketch: its best
+    assert all(int(state.sketch) == 0 for state in elites[space.num_sketches - 1:])
+    search.env.elite_fraction = 1.0
+    search.env.reset(options={"task": 0})
+    search.env.step({"sketch": 0})  # every track starts from an elite, the other sketches included
+    assert {int(state.sketch) for state in search.env.states.values()} == set(range(space.num_sketches))
+    assert make_search(tmp_path / "b")._elites(0, 0) == []
+    with pytest.raises(HiertuneError, match="--elite-other-sketches"):
+        HarlConfig(elite_other_sketches=-1).validate()

@@ -35,6 +35,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="random fills per random track start; the best-predicted one starts the track (4)")
     parser.add_argument("--epsilon", type=float, default=0.05,
                         help="chance per measured slot of a random visited schedule instead of a top-K one (0.05)")
+    parser.add_argument("--elite-other-sketches", type=int, default=0,
+                        help="elite tracks per other sketch, from its best measured schedule (0)")
     parser.add_argument("--cross-sketch", type=int, default=0,
                         help="measured slots per round for the best-predicted fills of the task's other sketches (0)")
     parser.add_argument("--no-sketch-warmup", action="store_true",
@@ -61,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         trials=args.trials, c=args.c, tau=args.tau, lam=args.lam, rho=args.rho, tracks=args.tracks,
         topk=args.topk, min_tracks=args.min_tracks, max_steps=args.max_steps, fixed_length=args.fixed_length,
         elite_fraction=args.elite_starts, elite_fraction_late=args.elite_late, start_pool=args.start_pool,
-        epsilon=args.epsilon, cross_sketch=args.cross_sketch, sketch_warmup=not args.no_sketch_warmup,
+        epsilon=args.epsilon, cross_sketch=args.cross_sketch,
+        elite_other_sketches=args.elite_other_sketches, sketch_warmup=not args.no_sketch_warmup,
         sketch_renormalise=not args.no_sketch_renormalise, subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
     )
     config.validate()

@@ -50,7 +50,7 @@ from hiertune.policies.ppo_editor import (
 )
 
 TUNER = "harl"
-ELITE_POOL = 32  # best measured states kept per task as track starts
+ELITE_POOL = 32  # best measured states kept per task and sketch as track starts
 
 
 @dataclass
@@ -78,6 +78,9 @@ class HarlConfig:
     #   rescaled as the best moves, so a sketch's first (random) round keeps no free 1.0
     sketch_warmup: bool = True  # a task's first batch covers all its sketches, one bandit step: the
     #   bandit no longer spends a whole round per sketch just to try each once
+    elite_other_sketches: int = 0  # elite tracks per other sketch of the task, each from that sketch's
+    #   best measured schedule (0: elites come only from the bandit's sketch); their edits compete for
+    #   the top-K and are credited to their own sketch, so a sketch the bandit left keeps being refined
     cross_sketch: int = 0  # top-K slots per round for the best-predicted random fills of the task's
     #   other sketches (credited to them): keeps a sketch the bandit has left in view (off by default)
     subgraph_bandit: bool = True
@@ -120,6 +123,7 @@ class HarlConfig:
              self.elite_fraction_late is None or 0 <= self.elite_fraction_late <= 1, "in [0, 1]"),
             ("--start-pool", self.start_pool, self.start_pool >= 1, ">= 1"),
             ("--epsilon", self.epsilon, 0 <= self.epsilon <= 1, "in [0, 1]"),
+            ("--elite-other-sketches", self.elite_other_sketches, self.elite_other_sketches >= 0, ">= 0"),
             ("--cross-sketch", self.cross_sketch, 0 <= self.cross_sketch < self.topk, f"in 0..--topk - 1 ({self.topk - 1})"),
         ]
         for flag, value, ok, rule in checks:
@@ -193,7 +197,8 @@ class HarlSearch:
         )
         self.progress = [TaskProgress(float(t.weight), t.flops, task_group(t.name)) for t in self.tasks]
         self.measured: list[set[str]] = [set() for _ in self.tasks]
-        self.best_states: list[list[tuple[float, Any]]] = [[] for _ in self.tasks]  # (latency, state), best first
+        # (latency, state) per task and sketch, best first
+        self.best_states: list[dict[int, list[tuple[float, Any]]]] = [{} for _ in self.tasks]
         self.rounds: list[RoundLog] = []
         self.rng = np.random.default_rng(config.seed)
         self.exhausted = False  # every sketch of every task ran out of unmeasured schedules
@@ -259,14 +264,18 @@ class HarlSearch:
 
     def _keep_best(self, task: int, state: Any, latency: float) -> None:
         if math.isfinite(latency):
-            best = self.best_states[task]
+            best = self.best_states[task].setdefault(int(state.sketch), [])
             best.append((latency, state))
             best.sort(key=lambda pair: pair[0])
             del best[ELITE_POOL:]
 
     def _elites(self, task: int, sketch: int) -> list[Any]:
-        """The best measured states of a sketch, best first (track starts besides random fills)."""
-        return [state for _, state in self.best_states[task] if state.sketch == sketch]
+        """Elite track starts, best first: with `elite_other_sketches` n, the n best measured states
+        of every other sketch of the task come first, then the best of the bandit's `sketch`."""
+        own = [state for _, state in self.best_states[task].get(sketch, [])]
+        n = self.config.elite_other_sketches
+        others = [state for s, pool in sorted(self.best_states[task].items()) if s != sketch for _, state in pool[:n]]
+        return others + own
 
     def trials_done(self) -> int:
         return len(self.store.trials(tuner=TUNER))
@@ -424,7 +433,7 @@ class HarlSearch:
                 self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
             # 6. task progress and bandit rewards
-            mixed = warmup or self.config.cross_sketch > 0
+            mixed = warmup or self.config.cross_sketch > 0 or self.config.elite_other_sketches > 0
             self._finish_round(task, sketch, [r.mean_s for r in results],
                                [int(state.sketch) for state, _ in candidates] if mixed else None)
             t3 = time.perf_counter()
