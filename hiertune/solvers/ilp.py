@@ -390,12 +390,16 @@ def _lexicographic(
         {o: 1 for o in pm.off_vars},
         {pm.max_comm_var: 1},
     ]
+    lower_bounds = _phase_lower_bounds(pm)
     for phase in (1, 2, 3):
         if stages is not None:
             current = evaluate_partition(graph, stages, K, cache)
-            if phase == 2 and current[1] == max(0, graph.total_param_bytes - K * cache):
-                phases.append("off-cache: at its lower bound")
-                bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
+            if current[phase - 1] <= lower_bounds[phase - 1]:  # the start is provably optimal here
+                phases.append(f"{('peak', 'off-cache', 'comm')[phase - 1]}: at its lower bound")
+                if phase == 1:
+                    pm.lm.ub[pm.peak_var] = min(pm.lm.ub[pm.peak_var], current[0])
+                elif phase == 2:
+                    bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
                 continue
         lm = _phase_model(pm, phase, bounds)
         settings = BackendSettings(
@@ -426,6 +430,19 @@ def _lexicographic(
             bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
     assert stages is not None
     return stages, evaluate_partition(graph, stages, K, cache), optimal, phases
+
+
+def _phase_lower_bounds(pm: PartitionModel) -> tuple[int, int, int]:
+    """Bounds no plan of the model can beat, per phase: a start that meets one needs no solve.
+
+    The peak's lower bound is the heaviest of: a stage's fixed nodes, an even split, the largest
+    node; off-cache bytes are at least each stage's fixed excess over the cache and the total
+    excess over K caches; the largest transfer is at least what must cross some boundary.
+    """
+    lb = pm.lm.lb
+    total_excess = max(0, pm.graph.total_param_bytes - pm.num_stages * pm.cache_bytes)
+    return (int(lb[pm.peak_var]), max(total_excess, int(sum(lb[o] for o in pm.off_vars))),
+            int(lb[pm.max_comm_var]))
 
 
 def _better(a: Objectives, b: Objectives, phase: int) -> bool:
