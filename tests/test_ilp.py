@@ -122,3 +122,14 @@ def test_gurobi_size_limit_falls_back_to_cpsat():
     # auto goes straight to CP-SAT on a big model and to Gurobi on a small one
     assert choose_solver("auto", model) == ("cpsat", None)
     assert choose_solver("auto", build_model(small_graph(1, 20), 3, 8 * 1024**2, None))[0] == "gurobi"
+
+
+def test_a_start_at_a_phase_lower_bound_skips_that_solve():
+    # four equal nodes in a chain, 2 stages: the even split meets the peak's lower bound (total / K)
+    g = OpGraph("even", [OpNode(f"n{i}", "X", 10) for i in range(4)], [Edge(i, i + 1, 5 + i) for i in range(3)])
+    config = IlpConfig(solver="cpsat", cache_bytes=1000)
+    res = solve_partition(g, 2, config, hint=[0, 0, 1, 1])
+    assert res.phases[0] == "peak: at its lower bound" and res.phases[1] == "off-cache: at its lower bound"
+    assert res.optimal and res.objectives == solve_partition(g, 2, config).objectives == (20, 0, 6)
+    res = solve_partition(g, 2, config, hint=[0, 1, 1, 1])  # peak 30 > 20: solved, and improved
+    assert not res.phases[0].endswith("lower bound") and res.objectives == (20, 0, 6)
