@@ -18,6 +18,7 @@ from hiertune.solvers.ilp import (
     check_partition,
     choose_solver,
     evaluate_partition,
+    interval_peak_bound,
     solve_partition,
 )
 
@@ -133,3 +134,21 @@ def test_a_start_at_a_phase_lower_bound_skips_that_solve():
     assert res.optimal and res.objectives == solve_partition(g, 2, config).objectives == (20, 0, 6)
     res = solve_partition(g, 2, config, hint=[0, 1, 1, 1])  # peak 30 > 20: solved, and improved
     assert not res.phases[0].endswith("lower bound") and res.objectives == (20, 0, 6)
+
+
+@pytest.mark.parametrize("seed", [2, 5, 9])
+def test_interval_peak_bound_never_exceeds_the_optimum(seed):
+    g = small_graph(seed, n=8)
+    k = 3
+    allowed = [{0}, {0, 1}, {0, 1}, {1}, {1, 2}, {1, 2}, {1, 2}, {2}]  # a window: nodes beside two cuts
+    model = build_model(g, k, 10**12, allowed)
+    plans = [p for p in itertools.product(range(k), repeat=g.num_nodes)
+             if all(s in ks for s, ks in zip(p, model.allowed)) and len(set(p)) == k
+             and all(p[e.src] <= p[e.dst] for e in g.edges)]
+    if not plans:
+        pytest.skip("the window admits no plan for this graph")
+    best_peak = min(evaluate_partition(g, list(p), k, 10**12)[0] for p in plans)
+    param = [v.param_bytes for v in g.nodes]
+    bound = interval_peak_bound(param, model.allowed, k)
+    assert bound <= best_peak
+    assert bound >= -(-sum(param) // k)  # never weaker than the even split

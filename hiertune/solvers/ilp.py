@@ -20,6 +20,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hiertune.errors import HiertuneError
 from hiertune.solvers.backends import (
     SOLVERS,
@@ -206,6 +208,22 @@ class PartitionModel:
         return stages
 
 
+def interval_peak_bound(param: list[int], allowed: list[list[int]], num_stages: int) -> int:
+    """The peak's lower bound from stage intervals: the nodes whose allowed stages all lie in
+    stages a..b fill those b - a + 1 stages, so some stage holds at least their mean. a = b gives
+    a stage's fixed nodes, the whole range the even split; in a window the intervals between
+    them are what bind (the nodes near a boundary can only go to its two sides)."""
+    lo = np.fromiter((ks[0] for ks in allowed), dtype=np.int64, count=len(allowed))
+    hi = np.fromiter((ks[-1] for ks in allowed), dtype=np.int64, count=len(allowed))
+    weights = np.asarray(param, dtype=np.int64)
+    best = 0
+    for a in range(num_stages):
+        inside = weights * (lo >= a)
+        for b in range(a, num_stages):
+            best = max(best, -(-int(inside[hi <= b].sum()) // (b - a + 1)))
+    return best
+
+
 def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list[set[int]] | None) -> PartitionModel:
     if num_stages < 1:
         raise PartitionError(f"--stages must be at least 1 (got {num_stages})")
@@ -245,7 +263,7 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
             for i, c in tw.items():
                 terms[i] = terms.get(i, 0) - c
             lm.add_row(terms, cw - cu)  # y(u,b) - y(w,b) >= 0
-    peak_lb = max(max(fixed_mem), -(-total // K), max(param))
+    peak_lb = max(max(param), interval_peak_bound(param, A, K))
     pm.peak_var = lm.add_var(peak_lb, max(total, peak_lb), "peak")
     for k in range(K):
         terms = {pm.peak_var: 1}
