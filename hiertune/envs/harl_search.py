@@ -62,7 +62,8 @@ class HarlConfig:
     tau: int = 256
     lam: int = 20
     rho: float = 0.5
-    tracks: int = 8
+    tracks: int = 8  # 16 was tried as the default: one T2D:3 run improved 5x, but the full quick
+    #   suite got worse (geomean HARL/MetaSchedule 0.964 vs 0.921 with 8; README, issue 4 notes)
     topk: int = 8
     min_tracks: int = 2
     max_steps: int = 60
