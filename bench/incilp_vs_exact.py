@@ -348,6 +348,7 @@ def _checkpoint_id() -> dict[str, Any]:
 def _write(cfg: BenchConfig, cases: list[dict[str, Any]], started: float) -> None:
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items() if k != "checkpoint"}
+    config["cpsat_parameters"] = IlpConfig().cpsat_parameters  # both sides solve with these
     doc = {**summarize(cases, cfg.gammas), "config": config, "pointer_checkpoint": cfg.checkpoint,
            "wall_seconds": time.time() - started, "cases": cases}
     cfg.out.write_text(json.dumps(doc, indent=1))

@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
+from hiertune.errors import HiertuneError
 from hiertune.solvers.backends import GUROBI_SIZE_LIMIT, gurobi_available, gurobi_full_licence
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.ilp import (
@@ -152,3 +153,12 @@ def test_interval_peak_bound_never_exceeds_the_optimum(seed):
     bound = interval_peak_bound(param, model.allowed, k)
     assert bound <= best_peak
     assert bound >= -(-sum(param) // k)  # never weaker than the even split
+
+
+def test_cpsat_parameters_reach_the_solver_and_bad_ones_are_named():
+    g = small_graph(4, n=10)
+    tuned = solve_partition(g, 3, IlpConfig(solver="cpsat"))
+    plain = solve_partition(g, 3, IlpConfig(solver="cpsat", cpsat_parameters={}))
+    assert tuned.objectives == plain.objectives and tuned.optimal and plain.optimal
+    with pytest.raises(HiertuneError, match="no_such_field"):
+        solve_partition(g, 3, IlpConfig(solver="cpsat", cpsat_parameters={"no_such_field": 1}))

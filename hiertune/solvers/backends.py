@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -28,14 +29,23 @@ class GurobiSizeLimitError(HiertuneError):
     """The model is bigger than the installed Gurobi licence allows."""
 
 
+def default_cpsat_parameters() -> dict[str, Any]:
+    """CP-SAT parameters for the partition model. Probing and the LP relaxation cost more than they
+    prune here: without them the whole-graph solves of the 14 zoo models (K = 4..6) took
+    1.4-2.8x less CPU time and the Inc-ILP windows up to 3x less, every optimum unchanged."""
+    return {"cp_model_probing_level": 0, "linearization_level": 0}
+
+
 @dataclass
 class BackendSettings:
-    """Per-solve limits; `mip_gap=0` because lexicographic fixing needs true optima."""
+    """Per-solve limits; `mip_gap=0` because lexicographic fixing needs true optima.
+    `cpsat_parameters`: extra CP-SAT `SatParameters` fields (name -> value)."""
 
     time_limit_s: float = 60.0
     mip_gap: float = 0.0
     threads: int = 1
     seed: int = 0
+    cpsat_parameters: dict[str, Any] = field(default_factory=default_cpsat_parameters)
 
 
 def solve_linear(
@@ -231,6 +241,11 @@ def _solve_cpsat(model: LinearModel, objective: dict[int, int], settings: Backen
     solver.parameters.num_workers = int(settings.threads)
     solver.parameters.random_seed = int(settings.seed)
     solver.parameters.relative_gap_limit = float(settings.mip_gap)
+    for name, value in settings.cpsat_parameters.items():
+        try:
+            setattr(solver.parameters, name, value)
+        except (AttributeError, TypeError) as err:
+            raise HiertuneError(f"CP-SAT parameter {name}={value!r} is not a valid SatParameters field: {err}") from None
     status = solver.solve(m)
     seconds = time.perf_counter() - start
     name = solver.status_name(status).lower()

@@ -19,6 +19,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from hiertune.solvers.backends import (
     SOLVERS,
     BackendSettings,
     GurobiSizeLimitError,
+    default_cpsat_parameters,
     gurobi_available,
     gurobi_fits,
     gurobi_full_licence,
@@ -48,7 +50,8 @@ class PartitionError(HiertuneError):
 @dataclass
 class IlpConfig:
     """How to solve: backend (`auto` = Gurobi when the model fits its licence, else CP-SAT),
-    the time limit of the whole lexicographic solve, MIP gap (0: the fixing needs optima)."""
+    the time limit of the whole lexicographic solve, MIP gap (0: the fixing needs optima),
+    extra CP-SAT parameters (`backends.default_cpsat_parameters`; {} = CP-SAT's own defaults)."""
 
     solver: str = "auto"
     time_limit_s: float = 120.0
@@ -56,6 +59,7 @@ class IlpConfig:
     threads: int = 1
     cache_bytes: int = EDGE_TPU_CACHE_BYTES
     seed: int = 0
+    cpsat_parameters: dict[str, Any] = field(default_factory=default_cpsat_parameters)
 
 
 @dataclass
@@ -425,6 +429,7 @@ def _lexicographic(
             mip_gap=config.mip_gap,
             threads=config.threads,
             seed=config.seed,
+            cpsat_parameters=config.cpsat_parameters,
         )
         out = solve_linear(solver, lm, objective_of_phase[phase - 1], settings,
                            pm.values(stages, phase) if stages is not None else None)
