@@ -278,10 +278,10 @@ def summarise(summary: dict[str, Any]) -> None:
         side = again["GMM-L"]
         # the headline: side by side in one process, same thread count, medians over the rounds;
         # with every seed's winner re-timed, the median over seeds (seed 0 alone is kept beside it)
-        per_seed = {t: [side[label]["vs_numpy_median"] for label in side
-                        if label.split("@")[0] == t and "vs_numpy_median" in side[label]] for t in (HARL, MS)}
-        gflops = {t: [side[label]["gflops_median"] for label in side
-                      if label.split("@")[0] == t and "gflops_median" in side[label]] for t in (HARL, MS)}
+        timed = {t: [side[label] for label in side if label.split("@")[0] == t and "vs_numpy_median" in side[label]]
+                 for t in (HARL, MS)}  # each tuner's winners, seed 0 first
+        per_seed = {t: [row["vs_numpy_median"] for row in rows] for t, rows in timed.items()}
+        gflops = {t: [row["gflops_median"] for row in rows] for t, rows in timed.items()}
         summary["gemm_l_vs_numpy"] = statistics.median(per_seed[HARL])
         summary["gemm_l_vs_numpy_metaschedule"] = statistics.median(per_seed[MS])
         summary["gemm_l"] = {"method": "side by side (bench/remeasure_best.py), median over rounds; "

@@ -241,7 +241,8 @@ class HarlSearch:
         """Task progress and bandit rewards after a round's measurements; returns the round's best.
 
         `sketches` (one per latency) splits a round that measured several sketches (the warm-up
-        round): each sketch gets its own reward from its own best.
+        round, cross-sketch slots, other sketches' elite tracks): each sketch gets its own reward
+        from its own best.
         """
         round_best = min(latencies, default=math.inf)
         task_best_before = self.progress[task].best
@@ -434,9 +435,8 @@ class HarlSearch:
                 self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
             # 6. task progress and bandit rewards
-            mixed = warmup or self.config.cross_sketch > 0 or self.config.elite_other_sketches > 0
             self._finish_round(task, sketch, [r.mean_s for r in results],
-                               [int(state.sketch) for state, _ in candidates] if mixed else None)
+                               [int(state.sketch) for state, _ in candidates])
             t3 = time.perf_counter()
             search_s += (t1 - t0) + (t3 - t2)
             measure_s += t2 - t1

@@ -458,9 +458,9 @@ def _lexicographic(
 def _phase_lower_bounds(pm: PartitionModel) -> tuple[int, int, int]:
     """Bounds no plan of the model can beat, per phase: a start that meets one needs no solve.
 
-    The peak's lower bound is the heaviest of: a stage's fixed nodes, an even split, the largest
-    node; off-cache bytes are at least each stage's fixed excess over the cache and the total
-    excess over K caches; the largest transfer is at least what must cross some boundary.
+    The peak's is the model's own (`interval_peak_bound`, at least the largest node); off-cache
+    bytes are at least each stage's fixed excess over the cache and the total excess over K
+    caches; the largest transfer is at least what must cross some boundary.
     """
     lb = pm.lm.lb
     total_excess = max(0, pm.graph.total_param_bytes - pm.num_stages * pm.cache_bytes)
