@@ -27,8 +27,11 @@ from hiertune.platform.records import RecordStore  # noqa: E402
 from hiertune.platform.runners import MeasureInput, Measurer, RunnerConfig, create_runner  # noqa: E402
 
 
+FLOAT32 = "float32"  # a name, not a string annotation: pyflakes reads those as type names
+
+
 @T.prim_func
-def _crashes_at_run(A: T.Buffer((16,), "float32")):
+def _crashes_at_run(A: T.Buffer((16,), FLOAT32)):
     for i in range(16):
         A[i] = T.call_extern("float32", "hiertune_no_such_symbol", A[i])
 
