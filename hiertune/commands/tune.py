@@ -33,8 +33,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="the elite share grows linearly to this as the budget is spent (0.75)")
     parser.add_argument("--start-pool", type=int, default=4,
                         help="random fills per random track start; the best-predicted one starts the track (4)")
-    parser.add_argument("--epsilon", type=float, default=0.05,
-                        help="chance per measured slot of a random visited schedule instead of a top-K one (0.05)")
+    parser.add_argument("--epsilon", type=float, default=0.2,
+                        help="chance per measured slot of a random visited schedule instead of a top-K one (0.2)")
     parser.add_argument("--elite-other-sketches", type=int, default=0,
                         help="elite tracks per other sketch, from its best measured schedule (0)")
     parser.add_argument("--cross-sketch", type=int, default=0,
