@@ -74,7 +74,8 @@ class HarlConfig:
     #   spent: exploit once the cost model knows the space (None: `elite_fraction` throughout)
     start_pool: int = 4  # random fills drawn per random track start; tracks start from the best
     #   predicted, every fill is a top-K candidate (MetaSchedule scores a random population too)
-    epsilon: float = 0.2  # chance per top-K slot of a random visited schedule (MetaSchedule's eps-greedy)
+    epsilon: float = 0.2  # chance per top-K slot of a random visited schedule (MetaSchedule's
+    #   eps-greedy, whose default is 0.05: HARL's tracks exploit harder, and 0.2 won the quick suite)
     sketch_renormalise: bool = True  # sketch reward = task best now / the round's best: rewards are
     #   rescaled as the best moves, so a sketch's first (random) round keeps no free 1.0
     sketch_warmup: bool = True  # a task's first batch covers all its sketches, one bandit step: the
