@@ -73,8 +73,8 @@ def test_window_rescale_moves_every_reward() -> None:
 def test_first_round_sketch_loses_its_free_reward_when_renormalised(tmp_path, renormalise, first_mean) -> None:
     # round 1: sketch 0 sets the first best (reward 1 by definition); round 2: sketch 1 is 2x faster
     search = make_search(tmp_path, sketch_renormalise=renormalise)
-    search._finish_round(0, 0, [2.0e-3, math.inf])
-    search._finish_round(0, 1, [1.0e-3])
+    search._finish_round(0, [2.0e-3, math.inf], [0, 0])
+    search._finish_round(0, [1.0e-3], [1])
     means, counts = search.env.sketch_windows[0].stats()
     assert list(counts[:2]) == [1, 1]
     assert means[0] == pytest.approx(first_mean) and means[1] == pytest.approx(1.0)
@@ -88,7 +88,7 @@ def test_warmup_batch_covers_every_sketch_and_rewards_each(tmp_path) -> None:
     assert len(chosen) == 8 and len({key for _, key in chosen}) == 8
     assert {state.sketch for state, _ in chosen} == set(range(n_sketches))
     latencies = [1e-3 * (1 + state.sketch) for state, _ in chosen]  # sketch 0 fastest
-    search._finish_round(0, 0, latencies, [state.sketch for state, _ in chosen])
+    search._finish_round(0, latencies, [state.sketch for state, _ in chosen])
     means, counts = search.env.sketch_windows[0].stats()
     assert list(counts[:n_sketches]) == [1] * n_sketches
     assert search.env.sketch_windows[0].t == 1  # one bandit decision, one reward per sketch

@@ -63,7 +63,7 @@ class HarlConfig:
     lam: int = 20
     rho: float = 0.5
     tracks: int = 8  # 16 was tried as the default: one T2D:3 run improved 5x, but the full quick
-    #   suite got worse (geomean HARL/MetaSchedule 0.964 vs 0.921 with 8; README, issue 4 notes)
+    #   suite got worse (geomean HARL/MetaSchedule 0.964 vs 0.921 with 8, both at epsilon 0.05)
     topk: int = 8
     min_tracks: int = 2
     max_steps: int = 60
@@ -233,23 +233,22 @@ class HarlSearch:
         for (task_name, *_), group in itertools.groupby(records, key=round_of):
             group = list(group)
             sketches = [r.extra.get("sketch") for r in group]
-            self._finish_round(index[task_name], sketches[0], [r.mean_s for r in group], sketches)
+            self._finish_round(index[task_name], [r.mean_s for r in group], sketches)
         if states:
             self.cost_model.update(states, latencies)
 
-    def _finish_round(self, task: int, sketch: int | None, latencies: list[float],
-                      sketches: list[int] | None = None) -> float:
+    def _finish_round(self, task: int, latencies: list[float], sketches: list[int | None]) -> float:
         """Task progress and bandit rewards after a round's measurements; returns the round's best.
 
-        `sketches` (one per latency) splits a round that measured several sketches (the warm-up
-        round, cross-sketch slots, other sketches' elite tracks): each sketch gets its own reward
-        from its own best.
+        `sketches` holds each latency's sketch (None: an old record without one), so a round that
+        measured several sketches (the warm-up round, cross-sketch slots, other sketches' elite
+        tracks) gives each sketch its own reward from its own best.
         """
         round_best = min(latencies, default=math.inf)
         task_best_before = self.progress[task].best
         self.progress[task].add_round(round_best, len(latencies))
         per_sketch: dict[int, float] = {}
-        for s, latency in zip(sketches if sketches is not None else [sketch] * len(latencies), latencies):
+        for s, latency in zip(sketches, latencies):
             if s is not None and 0 <= s < self.spaces[task].num_sketches:
                 per_sketch[s] = min(per_sketch.get(s, math.inf), latency)
         if not per_sketch:
@@ -436,8 +435,7 @@ class HarlSearch:
                 self._keep_best(task, state, result.mean_s)
             self.cost_model.update([s for s, _ in candidates], [r.mean_s for r in results])
             # 6. task progress and bandit rewards
-            self._finish_round(task, sketch, [r.mean_s for r in results],
-                               [int(state.sketch) for state, _ in candidates])
+            self._finish_round(task, [r.mean_s for r in results], [int(state.sketch) for state, _ in candidates])
             t3 = time.perf_counter()
             search_s += (t1 - t0) + (t3 - t2)
             measure_s += t2 - t1
