@@ -78,6 +78,11 @@ def test_action_layout_roundtrip():
     assert ea.move_tile_factor((4, 1, 6, 2), 1, 0) is None  # nothing to move from a 1
     assert ea.move_tile_factor((1, 1, 32, 64), 2, 3, max_innermost=64) is None
     assert ea.smallest_prime_factor(49) == 7 and ea.smallest_prime_factor(13) == 13
+    # whole moves: all of a level in one edit ([2, 32] -> [64, 1]); a prime level is left to the prime move
+    assert ea.move_tile_factor((2, 32), 1, 0, whole=True) == (64, 1)
+    assert ea.move_tile_factor((4, 1, 3, 2), 2, 1, whole=True) is None
+    assert ea.move_tile_factor((1, 4, 1, 16), 1, 3, max_innermost=32, whole=True) is None
+    assert ea.decode(ea.encode(ea.Edit("tile", inst=3, src=1, dst=0, whole=True))).whole
 
 
 def test_random_fills_are_valid_and_deterministic(gmm, target):
@@ -98,13 +103,15 @@ def test_tile_edits_keep_extents_and_stay_correct(gmm, target):
     mask = gmm.action_mask(state)
     tile_actions = [a for a in np.flatnonzero(mask) if ea.decode(a).kind == "tile"]
     assert tile_actions
+    # both kinds of tile edit are offered; a whole move only where the level's factor is composite
+    assert {ea.decode(a).whole for a in tile_actions} == {False, True}
     t0 = time.perf_counter()
     for a in tile_actions:
         edit = ea.decode(a)
         new = gmm.apply(state, a)
         assert new is not state and new.key != state.key
         before, after = tiles(gmm, state)[edit.inst], tiles(gmm, new)[edit.inst]
-        p = ea.smallest_prime_factor(before[edit.src])
+        p = before[edit.src] if edit.whole else ea.smallest_prime_factor(before[edit.src])
         assert after[edit.src] * p == before[edit.src] and after[edit.dst] == before[edit.dst] * p
         assert [math.prod(f) for f in tiles(gmm, new)] == [1, 128, 128, 128]
     per_edit_ms = 1000 * (time.perf_counter() - t0) / len(tile_actions)
@@ -163,6 +170,21 @@ def test_compute_at_edit_steps_through_legal_locations(c1d, target):
     print(f"compute-at edit: {1000 * (time.perf_counter() - t0) / n:.1f} ms per edit, locations {locs}")
     assert len(set(locs)) >= 2
     check_c1d(current, target)
+
+
+def test_whole_moves_can_be_switched_off(gmm, target):
+    from tvm.s_tir.meta_schedule.testing.te_workload import create_te_workload
+
+    from hiertune.envs.schedule_space import ScheduleSpace, SpaceConfig
+
+    prime_only = ScheduleSpace(create_te_workload("GMM", 0), target, config=SpaceConfig(whole_tile_moves=False))
+    state = prime_only.random_state(0, np.random.default_rng(11))
+    kinds = [ea.decode(a) for a in np.flatnonzero(prime_only.action_mask(state))]
+    assert any(e.kind == "tile" for e in kinds) and not any(e.whole for e in kinds)
+    # the same state in the default space offers the whole moves on top, and nothing else changes
+    both = gmm.action_mask(gmm.replay(state.sketch, state.decisions, state.parallel_extent))
+    assert both[: ea.TILE_WHOLE_OFFSET].tolist() == prime_only.action_mask(state)[: ea.TILE_WHOLE_OFFSET].tolist()
+    assert both[ea.TILE_WHOLE_OFFSET: ea.COMPUTE_AT_OFFSET].any()
 
 
 def test_invalid_edits_are_masked_no_ops(gmm):

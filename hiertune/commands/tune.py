@@ -31,8 +31,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="share of tracks starting from the best measured schedules; 0 = all random fills (0.5)")
     parser.add_argument("--elite-late", type=float, default=0.75,
                         help="the elite share grows linearly to this as the budget is spent (0.75)")
-    parser.add_argument("--start-pool", type=int, default=4,
-                        help="random fills per random track start; the best-predicted one starts the track (4)")
+    parser.add_argument("--start-pool", type=int, default=16,
+                        help="random fills per random track start; the best-predicted one starts the track (16)")
     parser.add_argument("--epsilon", type=float, default=0.2,
                         help="chance per measured slot of a random visited schedule instead of a top-K one (0.2)")
     parser.add_argument("--elite-other-sketches", type=int, default=0,
@@ -43,6 +43,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="don't spread a task's first batch over all its sketches")
     parser.add_argument("--no-sketch-renormalise", action="store_true",
                         help="keep sketch rewards as they were when earned (not rescaled by the task's best)")
+    parser.add_argument("--no-whole-moves", action="store_true",
+                        help="tile edits move one prime factor at a time (the paper's edit), never a whole level")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fixed-length", action="store_true", help="ablation: no adaptive stopping")
     parser.add_argument("--no-subgraph-bandit", action="store_true", help="ablation: tasks round-robin")
@@ -65,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         elite_fraction=args.elite_starts, elite_fraction_late=args.elite_late, start_pool=args.start_pool,
         epsilon=args.epsilon, cross_sketch=args.cross_sketch,
         elite_other_sketches=args.elite_other_sketches, sketch_warmup=not args.no_sketch_warmup,
-        sketch_renormalise=not args.no_sketch_renormalise, subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
+        sketch_renormalise=not args.no_sketch_renormalise, whole_tile_moves=not args.no_whole_moves,
+        subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
     )
     config.validate()
     console = Console()

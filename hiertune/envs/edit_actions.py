@@ -7,6 +7,9 @@ The space is one flat `Discrete(ACTION_DIM)` (what RLlib's action-masking module
     index 0                                   no-op (shared by the four edit types)
     [TILE_OFFSET, +TILE_ACTIONS)              tile-size: (tile instruction i, from-level a, to-level b),
                                               move the smallest prime factor > 1 of level a to level b
+    [TILE_WHOLE_OFFSET, +TILE_ACTIONS)        tile-size, whole level: the same triples, moving all of
+                                              level a's factor to level b (legal only when that factor
+                                              is composite, else it repeats the prime move)
     [COMPUTE_AT_OFFSET, +COMPUTE_AT_ACTIONS)  compute-at: (SampleComputeLocation j, -1 | +1) in its
                                               sorted legal locations
     [PARALLEL_OFFSET, +2)                     parallel: fused outer loops -1 | +1
@@ -33,7 +36,8 @@ UNROLL_ACTIONS = 2 * MAX_CATEGORICAL
 
 NOOP = 0
 TILE_OFFSET = 1
-COMPUTE_AT_OFFSET = TILE_OFFSET + TILE_ACTIONS
+TILE_WHOLE_OFFSET = TILE_OFFSET + TILE_ACTIONS
+COMPUTE_AT_OFFSET = TILE_WHOLE_OFFSET + TILE_ACTIONS
 PARALLEL_OFFSET = COMPUTE_AT_OFFSET + COMPUTE_AT_ACTIONS
 UNROLL_OFFSET = PARALLEL_OFFSET + PARALLEL_ACTIONS
 ACTION_DIM = UNROLL_OFFSET + UNROLL_ACTIONS
@@ -44,13 +48,15 @@ EDIT_KINDS = ("noop", "tile", "compute_at", "parallel", "unroll")
 @dataclass(frozen=True)
 class Edit:
     """A decoded action: `kind` in EDIT_KINDS; `inst` indexes the sampling instructions of that
-    kind in trace order; tile edits use `src`/`dst` levels, the others `delta` (-1 or +1)."""
+    kind in trace order; tile edits use `src`/`dst` levels (`whole`: move all of `src`'s factor,
+    not just its smallest prime), the others `delta` (-1 or +1)."""
 
     kind: str
     inst: int = 0
     src: int = 0
     dst: int = 0
     delta: int = 0
+    whole: bool = False
 
 
 def decode(action: int) -> Edit:
@@ -61,9 +67,10 @@ def decode(action: int) -> Edit:
     if a == NOOP:
         return Edit("noop")
     if a < COMPUTE_AT_OFFSET:
-        inst, pair = divmod(a - TILE_OFFSET, TILE_PAIRS)
+        whole = a >= TILE_WHOLE_OFFSET
+        inst, pair = divmod(a - (TILE_WHOLE_OFFSET if whole else TILE_OFFSET), TILE_PAIRS)
         src, dst = divmod(pair, MAX_TILE_LEVELS - 1)
-        return Edit("tile", inst=inst, src=src, dst=dst if dst < src else dst + 1)
+        return Edit("tile", inst=inst, src=src, dst=dst if dst < src else dst + 1, whole=whole)
     if a < PARALLEL_OFFSET:
         inst, d = divmod(a - COMPUTE_AT_OFFSET, 2)
         return Edit("compute_at", inst=inst, delta=-1 if d == 0 else 1)
@@ -81,7 +88,8 @@ def encode(edit: Edit) -> int:
         if edit.src == edit.dst:
             raise ValueError("a tile edit moves a factor between two different levels")
         dst = edit.dst if edit.dst < edit.src else edit.dst - 1
-        return TILE_OFFSET + edit.inst * TILE_PAIRS + edit.src * (MAX_TILE_LEVELS - 1) + dst
+        offset = TILE_WHOLE_OFFSET if edit.whole else TILE_OFFSET
+        return offset + edit.inst * TILE_PAIRS + edit.src * (MAX_TILE_LEVELS - 1) + dst
     step = 0 if edit.delta < 0 else 1
     if edit.kind == "compute_at":
         return COMPUTE_AT_OFFSET + 2 * edit.inst + step
@@ -105,17 +113,26 @@ def smallest_prime_factor(n: int) -> int:
 
 
 def move_tile_factor(
-    factors: tuple[int, ...], src: int, dst: int, max_innermost: int | None = None
+    factors: tuple[int, ...], src: int, dst: int, max_innermost: int | None = None, whole: bool = False
 ) -> tuple[int, ...] | None:
-    """Move the smallest prime factor of level `src` to level `dst`; None when not legal.
+    """Move the smallest prime factor of level `src` (`whole`: all of it) to level `dst`; None
+    when not legal.
 
     The product of the factors (the loop extent) is unchanged by construction; `max_innermost`
-    is SamplePerfectTile's `max_innermost_factor` (the last level may not exceed it).
+    is SamplePerfectTile's `max_innermost_factor` (the last level may not exceed it). A whole move
+    of a prime factor is not legal: it is the prime move's twin, and twins would skew the policy.
+    Whole moves exist because one prime at a time makes a reduction split like [2, 32] -> [64, 1]
+    (MetaSchedule's register-blocked 1x1-conv winners) five edits away, each one rated by the
+    cost model on the way; MetaSchedule's tile mutator moves any divisor in one step.
     """
     n = len(factors)
     if not (0 <= src < n and 0 <= dst < n) or src == dst or factors[src] < 2:
         return None
     p = smallest_prime_factor(factors[src])
+    if whole:
+        if p == factors[src]:
+            return None
+        p = factors[src]
     out = list(factors)
     out[src] //= p
     out[dst] *= p

@@ -77,6 +77,8 @@ class SpaceConfig:
     random_fill_tries: int = 64  # random fills whose postproc fails are redrawn (GPU fills often fail)
     memo_size: int = 1024  # (state, action) -> next state cache; tracks revisit states (~76 KiB a C2D state)
     num_threads: int = 1  # TuneContext threads (feature extraction)
+    whole_tile_moves: bool = True  # tile edits may also move a level's whole factor (False: one
+    #   prime at a time, the paper's edit; the whole-move actions are then masked)
 
 
 def _py(value: Any) -> Any:
@@ -356,6 +358,7 @@ class ScheduleSpace:
         mask = np.zeros(ACTION_DIM, dtype=bool)
         mask[ea.NOOP] = True
         d = state.decisions
+        whole_moves = (False, True) if self.config.whole_tile_moves else (False,)
         for i, slot in enumerate(sk.tile_slots[: ea.MAX_TILE_INSTS]):
             factors = d[slot]
             if len(factors) > ea.MAX_TILE_LEVELS:
@@ -364,8 +367,9 @@ class ScheduleSpace:
                 if factors[src] < 2:
                     continue
                 for dst in range(len(factors)):
-                    if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i]):
-                        mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst))] = True
+                    for whole in whole_moves:
+                        if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole):
+                            mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst, whole=whole))] = True
         for j, slot in enumerate(sk.loc_slots[: ea.MAX_COMPUTE_AT]):
             loc, cands = d[slot], state.loc_candidates[j]
             mask[ea.encode(ea.Edit("compute_at", inst=j, delta=-1))] = any(c < loc for c in cands)
@@ -406,7 +410,7 @@ class ScheduleSpace:
         par = state.parallel_extent
         if edit.kind == "tile":
             slot = sk.tile_slots[edit.inst]
-            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst])
+            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst], edit.whole)
             if moved is None:
                 return None
             d[slot] = moved
