@@ -31,8 +31,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="share of tracks starting from the best measured schedules; 0 = all random fills (0.5)")
     parser.add_argument("--elite-late", type=float, default=0.75,
                         help="the elite share grows linearly to this as the budget is spent (0.75)")
-    parser.add_argument("--start-pool", type=int, default=16,
-                        help="random fills per random track start; the best-predicted one starts the track (16)")
+    parser.add_argument("--start-pool", type=int, default=8,
+                        help="random fills per random track start; the best-predicted one starts the track (8)")
     parser.add_argument("--epsilon", type=float, default=0.2,
                         help="chance per measured slot of a random visited schedule instead of a top-K one (0.2)")
     parser.add_argument("--elite-other-sketches", type=int, default=0,

@@ -72,9 +72,11 @@ class HarlConfig:
     # Defaults below were measured against MetaSchedule at 64 trials (issue 4, bench/results notes):
     elite_fraction_late: float | None = 0.75  # the elite share grows linearly to this as the budget is
     #   spent: exploit once the cost model knows the space (None: `elite_fraction` throughout)
-    start_pool: int = 16  # random fills drawn per random track start; tracks start from the best
+    start_pool: int = 8  # random fills drawn per random track start; tracks start from the best
     #   predicted, every fill is a top-K candidate (MetaSchedule scores a random population too).
-    #   16 over 4: C2D:1 best over 6 seeds 3% lower on average (4 of 6 seeds), T2D:3 equal or better
+    #   Probes at 64 trials: 8 beat 4 on C2D:1 (seeds 1, 2, 5: 0.100/0.099/0.111 vs 0.115/0.112/0.119
+    #   ms) and GMM-L (seeds 0, 1: 9.1/9.2 vs 9.6/9.9 ms); 16 lost GMM-L (12.9/12.6 ms): its random
+    #   fills crowd the top-K
     epsilon: float = 0.2  # chance per top-K slot of a random visited schedule (MetaSchedule's
     #   eps-greedy, whose default is 0.05: HARL's tracks exploit harder, and 0.2 won the quick suite)
     sketch_renormalise: bool = True  # sketch reward = task best now / the round's best: rewards are
