@@ -183,7 +183,9 @@ def test_whole_moves_can_be_switched_off(gmm, target):
     assert any(e.kind == "tile" for e in kinds) and not any(e.whole for e in kinds)
     # the same state in the default space offers the whole moves on top, and nothing else changes
     both = gmm.action_mask(gmm.replay(state.sketch, state.decisions, state.parallel_extent))
-    assert both[: ea.TILE_WHOLE_OFFSET].tolist() == prime_only.action_mask(state)[: ea.TILE_WHOLE_OFFSET].tolist()
+    prime_mask = prime_only.action_mask(state)
+    assert both[: ea.TILE_WHOLE_OFFSET].tolist() == prime_mask[: ea.TILE_WHOLE_OFFSET].tolist()
+    assert both[ea.COMPUTE_AT_OFFSET:].tolist() == prime_mask[ea.COMPUTE_AT_OFFSET:].tolist()
     assert both[ea.TILE_WHOLE_OFFSET: ea.COMPUTE_AT_OFFSET].any()
 
 

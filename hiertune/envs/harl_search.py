@@ -195,11 +195,9 @@ class HarlSearch:
             raise HiertuneError(f"workload {workload.name} has {len(self.tasks)} tasks; HARL's bandit takes at most 64")
         for task in self.tasks:
             store.add_workload(task.name, task.mod, task.weight)
-        self.spaces = [
-            ScheduleSpace(task.mod, target, seed=config.seed + i,
-                          config=SpaceConfig(seed=config.seed + i, whole_tile_moves=config.whole_tile_moves))
-            for i, task in enumerate(self.tasks)
-        ]
+        space_config = SpaceConfig(whole_tile_moves=config.whole_tile_moves)
+        self.spaces = [ScheduleSpace(task.mod, target, seed=config.seed + i, config=space_config)
+                       for i, task in enumerate(self.tasks)]
         self.cost_model = CostModel()  # one model for all tasks (each task its own label group)
         space = self.spaces[0]
         self.editor = PPOEditor(space.obs_dim, space.action_dim, config.editor_config())

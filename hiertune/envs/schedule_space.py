@@ -41,7 +41,7 @@ import json
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -73,7 +73,7 @@ OBS_DIM = OBS_TILE + ea.MAX_TILE_INSTS + ea.MAX_COMPUTE_AT + 2 + ea.MAX_CATEGORI
 class SpaceConfig:
     """Knobs of a schedule space."""
 
-    seed: int = 0
+    seed: int = 0  # ScheduleSpace sets it from its `seed` argument (MetaSchedule's rand_state)
     random_fill_tries: int = 64  # random fills whose postproc fails are redrawn (GPU fills often fail)
     memo_size: int = 1024  # (state, action) -> next state cache; tracks revisit states (~76 KiB a C2D state)
     num_threads: int = 1  # TuneContext threads (feature extraction)
@@ -188,7 +188,7 @@ class ScheduleSpace:
         import tvm
         from tvm.s_tir import meta_schedule as ms
 
-        self.config = config or SpaceConfig(seed=seed)
+        self.config = replace(config or SpaceConfig(), seed=seed)  # one seed, the one given here
         if isinstance(mod, tvm.tirx.PrimFunc):
             mod = tvm.IRModule({"main": mod})
         if not isinstance(mod, tvm.IRModule) or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
@@ -197,7 +197,7 @@ class ScheduleSpace:
         try:
             self.ctx = ms.TuneContext(
                 mod=mod, target=target, space_generator="post-order-apply",
-                search_strategy="evolutionary", num_threads=self.config.num_threads, rand_state=seed,
+                search_strategy="evolutionary", num_threads=self.config.num_threads, rand_state=self.config.seed,
             )
             spaces = self.ctx.generate_design_space()
         except Exception as err:  # noqa: BLE001 - TVM reports target problems with its own types
