@@ -23,6 +23,7 @@ from hiertune.solvers.linear import LinearModel, SolveOutcome
 SOLVERS = ("gurobi", "highs", "cpsat")
 GUROBI_SIZE_LIMIT = 2000  # variables and linear constraints allowed without a licence file
 GUROBI_SIZE_LIMIT_ERRNO = 10010  # GRB.Error.SIZE_LIMIT_EXCEEDED
+_INT64_MAX = 2**63 - 1  # CP-SAT's unbounded side of a linear domain
 
 
 class GurobiSizeLimitError(HiertuneError):
@@ -215,41 +216,44 @@ def _solve_highs(model: LinearModel, objective: dict[int, int], settings: Backen
 # ------------------------------------------------------------------------------------ CP-SAT
 def _solve_cpsat(model: LinearModel, objective: dict[int, int], settings: BackendSettings,
                  hint: list[int] | None) -> SolveOutcome:
-    from ortools.sat.python import cp_model
+    """Fills CP-SAT's model proto directly: the `CpModel` builder API costs a few microseconds a
+    term, which on an Inc-ILP window (a few ms of solving) was a third of the time."""
+    from ortools.sat.python import cp_model_helper as cmh
 
     start = time.perf_counter()
-    m = cp_model.CpModel()
-    xs = [
-        m.new_bool_var("") if (lb, ub) == (0, 1) else m.new_int_var(lb, ub, "")
-        for lb, ub in zip(model.lb, model.ub)
-    ]
+    proto = cmh.CpModelProto()
+    variables = proto.variables
+    for lb, ub in zip(model.lb, model.ub):
+        variables.add().domain.extend((lb, ub))
+    constraints = proto.constraints
     for terms, lo, hi in model.rows:
-        expr = cp_model.LinearExpr.weighted_sum([xs[v] for v in terms], list(terms.values()))
-        if lo == hi:
-            m.add(expr == int(lo))
-            continue
-        if lo > -math.inf:
-            m.add(expr >= int(lo))
-        if hi < math.inf:
-            m.add(expr <= int(hi))
-    m.minimize(cp_model.LinearExpr.weighted_sum([xs[v] for v in objective], list(objective.values())))
+        linear = constraints.add().linear
+        linear.vars.extend(terms.keys())
+        linear.coeffs.extend(terms.values())
+        linear.domain.extend((int(lo) if lo > -math.inf else -_INT64_MAX, int(hi) if hi < math.inf else _INT64_MAX))
+    proto.objective.vars.extend(objective.keys())
+    proto.objective.coeffs.extend(objective.values())
     if hint is not None:
-        for var, val in zip(xs, hint):
-            m.add_hint(var, int(val))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(max(settings.time_limit_s, 0.01))
-    solver.parameters.num_workers = int(settings.threads)
-    solver.parameters.random_seed = int(settings.seed)
-    solver.parameters.relative_gap_limit = float(settings.mip_gap)
+        proto.solution_hint.vars.extend(range(len(hint)))
+        proto.solution_hint.values.extend(int(v) for v in hint)
+    params = cmh.SatParameters()
+    params.max_time_in_seconds = float(max(settings.time_limit_s, 0.01))
+    params.num_workers = int(settings.threads)
+    params.random_seed = int(settings.seed)
+    params.relative_gap_limit = float(settings.mip_gap)
     for name, value in settings.cpsat_parameters.items():
         try:
-            setattr(solver.parameters, name, value)
+            setattr(params, name, value)
         except (AttributeError, TypeError) as err:
             raise HiertuneError(f"CP-SAT parameter {name}={value!r} is not a valid SatParameters field: {err}") from None
-    status = solver.solve(m)
+    wrapper = cmh.SolveWrapper()
+    wrapper.set_parameters(params)
+    response = wrapper.solve(proto)
     seconds = time.perf_counter() - start
-    name = solver.status_name(status).lower()
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    status = response.status
+    name = status.name.lower()
+    if status not in (cmh.CpSolverStatus.OPTIMAL, cmh.CpSolverStatus.FEASIBLE):
         return SolveOutcome(None, False, None, seconds, name)
-    values = [int(solver.value(x)) for x in xs]
-    return SolveOutcome(values, status == cp_model.OPTIMAL, model.objective_value(objective, values), seconds, name)
+    values = [int(v) for v in response.solution]
+    return SolveOutcome(values, status == cmh.CpSolverStatus.OPTIMAL, model.objective_value(objective, values),
+                        seconds, name)

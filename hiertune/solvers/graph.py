@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from hiertune.errors import HiertuneError
+
+
+T = TypeVar("T")
 
 
 class GraphError(HiertuneError):
@@ -47,6 +50,7 @@ class OpGraph:
     source: str = "json"
     dtype: str = "int8"
     _topo: list[int] | None = field(default=None, init=False, repr=False, compare=False)
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -83,7 +87,16 @@ class OpGraph:
             if v.param_bytes < 0:
                 raise GraphError(f"graph {self.name!r}: node {v.name!r} has negative param_bytes")
         self._topo = None
+        self._memo.clear()
         self.topological_order()  # raises on a cycle
+
+    def memo(self, key: str, compute: Callable[[OpGraph], T]) -> T:
+        """`compute(self)`, once: solvers re-derive the same structures (tensors, arrays) for
+        every window they solve, and on large graphs that Python work rivals the solve itself.
+        Cleared by `validate()`; a graph whose nodes or edges change must be validated again."""
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
 
     def topological_order(self) -> list[int]:
         """Kahn's algorithm, smallest index first, so a graph stored in topological order keeps it."""

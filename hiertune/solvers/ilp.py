@@ -79,7 +79,11 @@ class PartitionResult:
 # ------------------------------------------------------------------------------ evaluation
 def tensors(graph: OpGraph) -> list[tuple[int, int, list[int]]]:
     """The graph's tensors as (producer, bytes, consumers); edges of one producer with equal
-    bytes are one tensor read by several consumers."""
+    bytes are one tensor read by several consumers. Computed once per graph."""
+    return graph.memo("ilp.tensors", _group_tensors)
+
+
+def _group_tensors(graph: OpGraph) -> list[tuple[int, int, list[int]]]:
     groups: dict[tuple[int, int], list[int]] = {}
     for e in graph.edges:
         consumers = groups.setdefault((e.src, e.tensor_bytes), [])
@@ -88,46 +92,106 @@ def tensors(graph: OpGraph) -> list[tuple[int, int, list[int]]]:
     return [(u, b, ws) for (u, b), ws in groups.items()]
 
 
-def check_partition(graph: OpGraph, stages: list[int], num_stages: int) -> None:
-    """Raise PartitionError unless `stages` assigns every node a stage in range, in dependency order."""
+@dataclass(frozen=True)
+class _GraphArrays:
+    """The graph as numpy arrays, so a plan is checked and scored without a Python loop (Inc-ILP
+    scores plans many times per window)."""
+
+    param: np.ndarray  # per node
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    producer: np.ndarray  # per tensor
+    nbytes: np.ndarray
+    consumers: np.ndarray  # every tensor's consumers, one tensor after another
+    first_consumer: np.ndarray  # where each tensor's run starts in `consumers`
+
+
+def _graph_arrays(graph: OpGraph) -> _GraphArrays:
+    def ints(values) -> np.ndarray:
+        return np.fromiter(values, dtype=np.int64)
+
+    tens = tensors(graph)
+    sizes = [len(ws) for _, _, ws in tens]
+    return _GraphArrays(
+        param=ints(v.param_bytes for v in graph.nodes),
+        edge_src=ints(e.src for e in graph.edges),
+        edge_dst=ints(e.dst for e in graph.edges),
+        producer=ints(u for u, _, _ in tens),
+        nbytes=ints(b for _, b, _ in tens),
+        consumers=ints(w for _, _, ws in tens for w in ws),
+        first_consumer=np.cumsum([0] + sizes[:-1], dtype=np.int64) if tens else np.zeros(0, dtype=np.int64),
+    )
+
+
+def graph_arrays(graph: OpGraph) -> _GraphArrays:
+    return graph.memo("ilp.arrays", _graph_arrays)
+
+
+def _stage_array(graph: OpGraph, stages: list[int] | np.ndarray, num_stages: int) -> np.ndarray:
+    """`stages` as an int array, after the checks of `check_partition`."""
     if len(stages) != graph.num_nodes:
         raise PartitionError(f"plan has {len(stages)} stages for {graph.num_nodes} nodes of {graph.name!r}")
-    for v, s in enumerate(stages):
-        if not 0 <= s < num_stages:
-            raise PartitionError(f"node {graph.nodes[v].name!r} has stage {s}, outside 0..{num_stages - 1}")
-    for e in graph.edges:
-        if stages[e.src] > stages[e.dst]:
-            raise PartitionError(
-                f"plan breaks a dependency: {graph.nodes[e.src].name!r} (stage {stages[e.src]}) feeds "
-                f"{graph.nodes[e.dst].name!r} (stage {stages[e.dst]})"
-            )
+    s = np.asarray(stages, dtype=np.int64)
+    bad = np.flatnonzero((s < 0) | (s >= num_stages))
+    if bad.size:
+        v = int(bad[0])
+        raise PartitionError(f"node {graph.nodes[v].name!r} has stage {s[v]}, outside 0..{num_stages - 1}")
+    arrays = graph_arrays(graph)
+    broken = np.flatnonzero(s[arrays.edge_src] > s[arrays.edge_dst])
+    if broken.size:
+        u, w = int(arrays.edge_src[broken[0]]), int(arrays.edge_dst[broken[0]])
+        raise PartitionError(
+            f"plan breaks a dependency: {graph.nodes[u].name!r} (stage {s[u]}) feeds "
+            f"{graph.nodes[w].name!r} (stage {s[w]})"
+        )
+    return s
+
+
+def check_partition(graph: OpGraph, stages: list[int], num_stages: int) -> None:
+    """Raise PartitionError unless `stages` assigns every node a stage in range, in dependency order."""
+    _stage_array(graph, stages, num_stages)
+
+
+def _stage_memory(arrays: _GraphArrays, s: np.ndarray, num_stages: int) -> np.ndarray:
+    mem = np.zeros(num_stages, dtype=np.int64)
+    np.add.at(mem, s, arrays.param)
+    return mem
+
+
+def _boundary_comm(arrays: _GraphArrays, s: np.ndarray, num_stages: int) -> np.ndarray:
+    """A tensor crosses boundaries stage(producer) .. last consumer's stage - 1: a difference
+    array over the boundaries, summed up."""
+    if num_stages < 2 or arrays.producer.size == 0:
+        return np.zeros(max(num_stages - 1, 0), dtype=np.int64)
+    first = s[arrays.producer]
+    last = np.maximum(np.maximum.reduceat(s[arrays.consumers], arrays.first_consumer), first)
+    diff = np.zeros(num_stages + 1, dtype=np.int64)
+    np.add.at(diff, first, arrays.nbytes)
+    np.add.at(diff, last, -arrays.nbytes)
+    return np.cumsum(diff)[: num_stages - 1]
 
 
 def stage_param_bytes(graph: OpGraph, stages: list[int], num_stages: int) -> list[int]:
-    mem = [0] * num_stages
-    for v, s in enumerate(stages):
-        mem[s] += graph.nodes[v].param_bytes
-    return mem
+    s = np.asarray(stages, dtype=np.int64)
+    return _stage_memory(graph_arrays(graph), s, num_stages).tolist()
 
 
 def boundary_comm_bytes(graph: OpGraph, stages: list[int], num_stages: int) -> list[int]:
     """Bytes crossing each boundary b (between stage b and b+1)."""
-    comm = [0] * max(num_stages - 1, 0)
-    for u, nbytes, consumers in tensors(graph):
-        last = max(stages[w] for w in consumers)
-        for b in range(stages[u], last):
-            comm[b] += nbytes
-    return comm
+    s = np.asarray(stages, dtype=np.int64)
+    return _boundary_comm(graph_arrays(graph), s, num_stages).tolist()
 
 
 def evaluate_partition(
     graph: OpGraph, stages: list[int], num_stages: int, cache_bytes: int = EDGE_TPU_CACHE_BYTES
 ) -> Objectives:
     """(peak stage param bytes, total off-cache bytes, largest boundary comm bytes) of a valid plan."""
-    check_partition(graph, stages, num_stages)
-    mem = stage_param_bytes(graph, stages, num_stages)
-    comm = boundary_comm_bytes(graph, stages, num_stages)
-    return max(mem), sum(max(0, m - cache_bytes) for m in mem), max(comm, default=0)
+    s = _stage_array(graph, stages, num_stages)
+    arrays = graph_arrays(graph)
+    mem = _stage_memory(arrays, s, num_stages)
+    comm = _boundary_comm(arrays, s, num_stages)
+    return (int(mem.max()), int(np.maximum(mem - cache_bytes, 0).sum()),
+            int(comm.max()) if comm.size else 0)
 
 
 # ------------------------------------------------------------------------------ the model
@@ -141,7 +205,8 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
             raise PartitionError(f"allowed has {len(allowed)} sets for {n} nodes of {graph.name!r}")
         sets = [{k for k in a if 0 <= k < num_stages} for a in allowed]
     order = graph.topological_order()
-    pred, succ = graph.predecessors(), graph.successors()
+    pred = graph.memo("predecessors", OpGraph.predecessors)
+    succ = graph.memo("successors", OpGraph.successors)
     lo = [0] * n
     hi = [num_stages - 1] * n
     for v in order:
@@ -244,6 +309,7 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
     # phase 1: assignment, non-empty stages, precedence, peak
     fixed_mem = [0] * K
     fixed_count = [0] * K
+    free_at: list[list[tuple[int, int]]] = [[] for _ in range(K)]  # per stage: (node, x var)
     for v, ks in enumerate(A):
         if len(ks) == 1:
             fixed_mem[ks[0]] += param[v]
@@ -251,16 +317,16 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
             continue
         for k in ks:
             pm.x[v, k] = lm.add_var(0, 1, f"x[{v},{k}]")
+            free_at[k].append((v, pm.x[v, k]))
         lm.add_row({pm.x[v, k]: 1 for k in ks}, 1, 1)
     for k in range(K):
         if fixed_count[k]:
             continue
-        terms = {i: 1 for (v, kk), i in pm.x.items() if kk == k}
-        if not terms:
+        if not free_at[k]:
             raise PartitionError(f"stage {k} can hold no node under the allowed stages: widen the window")
-        lm.add_row(terms, 1)
-    for u, w in {(e.src, e.dst) for e in graph.edges}:
-        for b in range(A[w][0], min(A[u][-1], K - 1)):
+        lm.add_row({i: 1 for _, i in free_at[k]}, 1)
+    for u, w in graph.memo("ilp.node_pairs", lambda g: sorted({(e.src, e.dst) for e in g.edges})):
+        for b in range(A[w][0], min(A[u][-1], K - 1)):  # empty when both ends are fixed
             cu, tu = pm.y(u, b)
             cw, tw = pm.y(w, b)
             terms = dict(tu)
@@ -271,7 +337,7 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
     pm.peak_var = lm.add_var(peak_lb, max(total, peak_lb), "peak")
     for k in range(K):
         terms = {pm.peak_var: 1}
-        terms.update({i: -param[v] for (v, kk), i in pm.x.items() if kk == k and param[v]})
+        terms.update({i: -param[v] for v, i in free_at[k] if param[v]})
         lm.add_row(terms, fixed_mem[k])
     pm.phase_sizes.append((lm.num_vars, lm.num_rows))
 
@@ -280,16 +346,25 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
         o = lm.add_var(max(0, fixed_mem[k] - cache_bytes), total, f"off[{k}]")
         pm.off_vars.append(o)
         terms = {o: 1}
-        terms.update({i: -param[v] for (v, kk), i in pm.x.items() if kk == k and param[v]})
+        terms.update({i: -param[v] for v, i in free_at[k] if param[v]})
         lm.add_row(terms, fixed_mem[k] - cache_bytes)
     pm.phase_sizes.append((lm.num_vars, lm.num_rows))
 
-    # phase 3: communication across each boundary
-    const_comm = [0] * max(K - 1, 0)
+    # phase 3: communication across each boundary. A tensor whose producer and consumers are all
+    # fixed crosses fixed boundaries: a constant, summed without a row.
+    tens = tensors(graph)
+    arrays = graph_arrays(graph)
+    free = np.fromiter((len(ks) > 1 for ks in A), dtype=bool, count=len(A))
+    tensor_free = free[arrays.producer] | np.logical_or.reduceat(
+        free[arrays.consumers], arrays.first_consumer) if tens else np.zeros(0, dtype=bool)
+    fixed_stage = np.fromiter((ks[0] for ks in A), dtype=np.int64, count=len(A))
+    const_comm = _boundary_comm(
+        _GraphArrays(arrays.param, arrays.edge_src, arrays.edge_dst, arrays.producer,
+                     np.where(tensor_free, 0, arrays.nbytes), arrays.consumers, arrays.first_consumer),
+        fixed_stage, K).tolist()
     comm_terms: list[dict[int, int]] = [{} for _ in range(K - 1)]
-    for t, (u, nbytes, consumers) in enumerate(tensors(graph)):
-        if nbytes == 0:
-            continue
+    for t in np.flatnonzero(tensor_free & (arrays.nbytes > 0)).tolist():
+        u, nbytes, consumers = tens[t]
         for b in range(K - 1):
             cu, tu = pm.y(u, b)
             crossings = []
@@ -319,7 +394,7 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
                 lm.add_row(row, const)
             comm_terms[b][c] = nbytes
     max_const = max(const_comm, default=0)
-    pm.max_comm_var = lm.add_var(max_const, max(sum(b for _, b, _ in tensors(graph)), max_const), "max_comm")
+    pm.max_comm_var = lm.add_var(max_const, max(int(arrays.nbytes.sum()), max_const), "max_comm")
     for b in range(K - 1):
         row = {pm.max_comm_var: 1}
         row.update({i: -nb for i, nb in comm_terms[b].items()})
