@@ -207,22 +207,30 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
     order = graph.topological_order()
     pred = graph.memo("predecessors", OpGraph.predecessors)
     succ = graph.memo("successors", OpGraph.successors)
-    lo = [0] * n
-    hi = [num_stages - 1] * n
-    for v in order:
-        if not sets[v]:
-            raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
-        lo[v] = max([min(sets[v])] + [lo[u] for u in pred[v]])
-    for v in reversed(order):
-        hi[v] = min([max(sets[v])] + [hi[w] for w in succ[v]])
-    out = []
-    for v in range(n):
-        ks = sorted(k for k in sets[v] if lo[v] <= k <= hi[v])
+    for v, ks in enumerate(sets):
         if not ks:
+            raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
+    lo = [min(ks) for ks in sets]
+    hi = [max(ks) for ks in sets]
+    for v in order:
+        for u in pred[v]:
+            if lo[u] > lo[v]:
+                lo[v] = lo[u]
+    for v in reversed(order):
+        for w in succ[v]:
+            if hi[w] < hi[v]:
+                hi[v] = hi[w]
+    out = []
+    for v, ks in enumerate(sets):
+        if len(ks) == 1 and lo[v] <= hi[v]:  # most nodes of a window: fixed, and consistent
+            out.append([lo[v]])
+            continue
+        kept = sorted(k for k in ks if lo[v] <= k <= hi[v])
+        if not kept:
             raise PartitionError(
                 f"no stage of node {graph.nodes[v].name!r} is consistent with its dependencies' allowed stages"
             )
-        out.append(ks)
+        out.append(kept)
     return out
 
 
