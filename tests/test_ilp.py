@@ -4,6 +4,7 @@ evaluator counts what the model counts, Gurobi's size-limited licence falls back
 from __future__ import annotations
 
 import itertools
+import random
 import warnings
 
 import pytest
@@ -12,6 +13,7 @@ from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
 from hiertune.errors import HiertuneError
 from hiertune.solvers.backends import GUROBI_SIZE_LIMIT, gurobi_available, gurobi_full_licence
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
+from hiertune.solvers.zoo import load_zoo_graph
 from hiertune.solvers.ilp import (
     IlpConfig,
     PartitionError,
@@ -50,6 +52,40 @@ def test_evaluator_counts_each_tensor_once_per_boundary():
         evaluate_partition(g, [1, 0, 1], 2)
     with pytest.raises(PartitionError, match="outside"):
         evaluate_partition(g, [0, 0, 2], 2)
+
+
+def _direct_objectives(graph: OpGraph, stages: list[int], k: int, cache: int) -> tuple[int, int, int]:
+    """The objectives counted edge by edge, without the evaluator's arrays."""
+    mem = [0] * k
+    for v, s in enumerate(stages):
+        mem[s] += graph.nodes[v].param_bytes
+    last: dict[tuple[int, int], int] = {}
+    for e in graph.edges:  # one tensor per (producer, bytes), shipped to its last consumer's stage
+        key = (e.src, e.tensor_bytes)
+        last[key] = max(last.get(key, 0), stages[e.dst])
+    comm = [sum(b for (u, b), w in last.items() if stages[u] <= cut < w) for cut in range(k - 1)]
+    return max(mem), sum(max(0, m - cache) for m in mem), max(comm, default=0)
+
+
+def test_evaluator_matches_a_direct_count_on_a_real_graph():
+    g = load_zoo_graph("resnet50", "keras")
+    order = g.topological_order()
+    rng = random.Random(0)
+    for k in (1, 2, 5):
+        for _ in range(10):
+            cuts = sorted(rng.sample(range(1, g.num_nodes), k - 1))
+            stages = [0] * g.num_nodes
+            for position, v in enumerate(order):
+                stages[v] = sum(position >= c for c in cuts)
+            assert evaluate_partition(g, stages, k, 2**20) == _direct_objectives(g, stages, k, 2**20)
+
+
+def test_a_revalidated_graph_is_evaluated_afresh():
+    g = OpGraph("t", [OpNode("a", "X", 5), OpNode("b", "X", 7), OpNode("c", "X", 11)], [Edge(0, 1, 100)])
+    assert evaluate_partition(g, [0, 1, 1], 2) == (18, 0, 100)
+    g.edges.append(Edge(0, 2, 40))  # a new tensor: the memoised structures must not hide it
+    g.validate()
+    assert evaluate_partition(g, [0, 1, 1], 2) == (18, 0, 140)
 
 
 @pytest.mark.parametrize("seed", [3, 11])
