@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,7 @@ def _group_tensors(graph: OpGraph) -> list[tuple[int, int, list[int]]]:
 
 
 @dataclass(frozen=True)
-class _GraphArrays:
+class GraphArrays:
     """The graph as numpy arrays, so a plan is checked and scored without a Python loop (Inc-ILP
     scores plans many times per window)."""
 
@@ -106,13 +106,13 @@ class _GraphArrays:
     first_consumer: np.ndarray  # where each tensor's run starts in `consumers`
 
 
-def _graph_arrays(graph: OpGraph) -> _GraphArrays:
+def _graph_arrays(graph: OpGraph) -> GraphArrays:
     def ints(values) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64)
 
     tens = tensors(graph)
     sizes = [len(ws) for _, _, ws in tens]
-    return _GraphArrays(
+    return GraphArrays(
         param=ints(v.param_bytes for v in graph.nodes),
         edge_src=ints(e.src for e in graph.edges),
         edge_dst=ints(e.dst for e in graph.edges),
@@ -123,7 +123,7 @@ def _graph_arrays(graph: OpGraph) -> _GraphArrays:
     )
 
 
-def graph_arrays(graph: OpGraph) -> _GraphArrays:
+def graph_arrays(graph: OpGraph) -> GraphArrays:
     return graph.memo("ilp.arrays", _graph_arrays)
 
 
@@ -152,13 +152,13 @@ def check_partition(graph: OpGraph, stages: list[int], num_stages: int) -> None:
     _stage_array(graph, stages, num_stages)
 
 
-def _stage_memory(arrays: _GraphArrays, s: np.ndarray, num_stages: int) -> np.ndarray:
+def _stage_memory(arrays: GraphArrays, s: np.ndarray, num_stages: int) -> np.ndarray:
     mem = np.zeros(num_stages, dtype=np.int64)
     np.add.at(mem, s, arrays.param)
     return mem
 
 
-def _boundary_comm(arrays: _GraphArrays, s: np.ndarray, num_stages: int) -> np.ndarray:
+def _boundary_comm(arrays: GraphArrays, s: np.ndarray, num_stages: int) -> np.ndarray:
     """A tensor crosses boundaries stage(producer) .. last consumer's stage - 1: a difference
     array over the boundaries, summed up."""
     if num_stages < 2 or arrays.producer.size == 0:
@@ -363,13 +363,13 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
     tens = tensors(graph)
     arrays = graph_arrays(graph)
     free = np.fromiter((len(ks) > 1 for ks in A), dtype=bool, count=len(A))
-    tensor_free = free[arrays.producer] | np.logical_or.reduceat(
-        free[arrays.consumers], arrays.first_consumer) if tens else np.zeros(0, dtype=bool)
+    if tens:
+        tensor_free = free[arrays.producer] | np.logical_or.reduceat(free[arrays.consumers], arrays.first_consumer)
+    else:
+        tensor_free = np.zeros(0, dtype=bool)
     fixed_stage = np.fromiter((ks[0] for ks in A), dtype=np.int64, count=len(A))
-    const_comm = _boundary_comm(
-        _GraphArrays(arrays.param, arrays.edge_src, arrays.edge_dst, arrays.producer,
-                     np.where(tensor_free, 0, arrays.nbytes), arrays.consumers, arrays.first_consumer),
-        fixed_stage, K).tolist()
+    fixed_tensors = replace(arrays, nbytes=np.where(tensor_free, 0, arrays.nbytes))
+    const_comm = _boundary_comm(fixed_tensors, fixed_stage, K).tolist()
     comm_terms: list[dict[int, int]] = [{} for _ in range(K - 1)]
     for t in np.flatnonzero(tensor_free & (arrays.nbytes > 0)).tolist():
         u, nbytes, consumers = tens[t]
