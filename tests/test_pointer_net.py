@@ -14,6 +14,7 @@ from hiertune.policies.pointer_net import (
     PointerNetConfig,
     PointerScheduler,
     SchedulerConfig,
+    graph_features,
     load_default_scheduler,
     load_scheduler,
 )
@@ -120,9 +121,21 @@ def test_best_of_samples_is_never_worse_than_greedy():
     torch.manual_seed(1)
     net = PointerNet(PointerNetConfig(hidden=32, embed=16)).eval()
     g = generate_dag(3)
-    greedy = evaluate_partition(g, PointerScheduler(net).partition(g, 4), 4)
+    greedy = evaluate_partition(g, PointerScheduler(net, SchedulerConfig(samples=0)).partition(g, 4), 4)
     best = evaluate_partition(g, PointerScheduler(net, SchedulerConfig(samples=8)).partition(g, 4), 4)
     assert best <= greedy
+
+
+def test_a_greedy_row_rides_along_without_changing_any_plan():
+    """The scheduler decodes its greedy plan in the samples' batch: that row must be the greedy
+    decode, and the sampled rows the very plans a batch without it draws."""
+    net = load_default_scheduler().net
+    gf = graph_features(load_zoo_graph("resnet50", "keras"))
+    for k in (4, 6):
+        alone = net.decode_many(gf, k, 4, sample=True, generator=torch.Generator().manual_seed(3))
+        both = net.decode_many(gf, k, 5, sample=True, generator=torch.Generator().manual_seed(3), greedy_first=True)
+        assert np.array_equal(both[0], net.decode(gf, k))
+        assert np.array_equal(both[1:], alone)
 
 
 def test_bad_inputs_give_clear_errors(tmp_path):
