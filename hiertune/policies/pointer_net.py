@@ -360,8 +360,8 @@ class PointerNet(nn.Module):
             dyn = dyn if has_cut else dyn[:, :-1]
             lg = self.logits(hx, glob, ref[:, cols], dyn, torch.from_numpy(mask_np)[:, cols])
             last = cols[torch.argmax(lg, -1)]
-            if sample:
-                first = 1 if greedy_first else 0
+            first = 1 if greedy_first else 0
+            if sample and count > first:
                 # sample over the columns legal in some sampled row only, so the random draws do not
                 # depend on whether a greedy row rides along
                 sub = torch.from_numpy(np.flatnonzero(mask_np[first:].any(0)[cols.numpy()]))
