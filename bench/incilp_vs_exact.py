@@ -14,6 +14,8 @@ after every case, so an interrupted run keeps what it measured (and `--resume` s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import math
 import statistics
@@ -64,6 +66,21 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """Timed regions run without Python's cyclic garbage collector, as `timeit` does: a full
+    collection here costs about 70 ms (the zoo graphs and the pointer net are many live objects)
+    and lands on whichever solve happens to trigger it (one ResNet152 window measured 94 ms
+    instead of 7). It runs between the timed regions instead."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _timed_initial(graph, k: int, wanted: str) -> tuple[list[int], str, float, float]:
     """The initial plan of `wanted` ("pointer", "libcoral+cuts", ...), its resolved name and the
     wall and CPU seconds it took (pointer-net inference, plus the exact cut placement)."""
@@ -85,7 +102,8 @@ def run_case(name: str, k: int, cfg: BenchConfig, prior_exact: dict[str, Any] | 
     window_ilp = IlpConfig(solver=cfg.solver, time_limit_s=cfg.window_time_limit_s, threads=cfg.threads)
     libcoral = libcoral_partition(graph, k)
     if prior_exact is None:
-        res = exact_partition(graph, k, ilp)
+        with _no_gc():
+            res = exact_partition(graph, k, ilp)
         prior_exact = {"objectives": list(res.objectives), "seconds": res.solve_seconds,
                        "cpu_seconds": res.cpu_seconds, "optimal": res.optimal, "solver": res.solver,
                        "num_vars": res.num_vars}
@@ -99,15 +117,17 @@ def run_case(name: str, k: int, cfg: BenchConfig, prior_exact: dict[str, Any] | 
         "variants": {},
     }
     for wanted in cfg.initials:
-        init, source, init_s, init_cpu = _timed_initial(graph, k, wanted)
+        with _no_gc():
+            init, source, init_s, init_cpu = _timed_initial(graph, k, wanted)
         if source in case["variants"]:
             continue  # `auto` fell back to a source already measured
         init_obj = evaluate_partition(graph, init, k, ilp.cache_bytes)
         runs = []
         for gamma in cfg.gammas:
-            res = inc_ilp(graph, k, IncIlpConfig(gamma=gamma, initial="given", adjacent_only=cfg.adjacent_only,
-                                                 rounds=cfg.rounds, refine_cuts=False, ilp=window_ilp),
-                          initial=init)  # `init` is already refined when the variant asks for it
+            with _no_gc():
+                res = inc_ilp(graph, k, IncIlpConfig(gamma=gamma, initial="given", adjacent_only=cfg.adjacent_only,
+                                                     rounds=cfg.rounds, refine_cuts=False, ilp=window_ilp),
+                              initial=init)  # `init` is already refined when the variant asks for it
             runs.append({
                 "gamma": gamma, "objectives": list(res.objectives), "window_size": res.window_size,
                 "num_vars": res.num_vars, "window_optimal": res.optimal, "rounds": res.rounds,
