@@ -49,7 +49,6 @@ class OpGraph:
     edges: list[Edge]
     source: str = "json"
     dtype: str = "int8"
-    _topo: list[int] | None = field(default=None, init=False, repr=False, compare=False)
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -60,13 +59,20 @@ class OpGraph:
     def num_nodes(self) -> int:
         return len(self.nodes)
 
+    # The derived structures below are computed once and shared (see `memo`): read, don't modify.
     def successors(self) -> list[list[int]]:
+        return self.memo("successors", OpGraph._successors)
+
+    def predecessors(self) -> list[list[int]]:
+        return self.memo("predecessors", OpGraph._predecessors)
+
+    def _successors(self) -> list[list[int]]:
         succ: list[list[int]] = [[] for _ in self.nodes]
         for e in self.edges:
             succ[e.src].append(e.dst)
         return succ
 
-    def predecessors(self) -> list[list[int]]:
+    def _predecessors(self) -> list[list[int]]:
         pred: list[list[int]] = [[] for _ in self.nodes]
         for e in self.edges:
             pred[e.dst].append(e.src)
@@ -86,7 +92,6 @@ class OpGraph:
         for v in self.nodes:
             if v.param_bytes < 0:
                 raise GraphError(f"graph {self.name!r}: node {v.name!r} has negative param_bytes")
-        self._topo = None
         self._memo.clear()
         self.topological_order()  # raises on a cycle
 
@@ -100,8 +105,9 @@ class OpGraph:
 
     def topological_order(self) -> list[int]:
         """Kahn's algorithm, smallest index first, so a graph stored in topological order keeps it."""
-        if self._topo is not None:
-            return self._topo
+        return self.memo("topological_order", OpGraph._kahn_order)
+
+    def _kahn_order(self) -> list[int]:
         import heapq
 
         indeg = [0] * len(self.nodes)
@@ -123,11 +129,13 @@ class OpGraph:
             raise GraphError(
                 f"graph {self.name!r} has a cycle (through e.g. {stuck}); a pipeline needs a DAG"
             )
-        self._topo = order
         return order
 
     def asap_levels(self) -> list[int]:
         """ASAP topological level of every node: 0 for sources, 1 + max level of predecessors."""
+        return self.memo("asap_levels", OpGraph._asap_levels)
+
+    def _asap_levels(self) -> list[int]:
         level = [0] * len(self.nodes)
         pred = self.predecessors()
         for v in self.topological_order():

@@ -205,8 +205,7 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
             raise PartitionError(f"allowed has {len(allowed)} sets for {n} nodes of {graph.name!r}")
         sets = [{k for k in a if 0 <= k < num_stages} for a in allowed]
     order = graph.topological_order()
-    pred = graph.memo("predecessors", OpGraph.predecessors)
-    succ = graph.memo("successors", OpGraph.successors)
+    pred, succ = graph.predecessors(), graph.successors()
     for v, ks in enumerate(sets):
         if not ks:
             raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
@@ -310,8 +309,9 @@ def prepare_graph(graph: OpGraph) -> None:
     a timed solve does not pay for them: the first solve of a graph would otherwise look slower
     than the ones after it (benchmarks call this before timing either side)."""
     graph_arrays(graph)
-    graph.memo("predecessors", OpGraph.predecessors)
-    graph.memo("successors", OpGraph.successors)
+    graph.predecessors()
+    graph.successors()
+    graph.asap_levels()  # the Inc-ILP window's levels
     graph.memo("ilp.node_pairs", _node_pairs)
 
 
