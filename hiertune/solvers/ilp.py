@@ -24,7 +24,7 @@ import bisect
 import logging
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -202,40 +202,53 @@ def evaluate_partition(
 
 # ------------------------------------------------------------------------------ the model
 def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] | None) -> list[list[int]]:
-    """Allowed stages per node, tightened by precedence (no feasible plan is lost)."""
+    """Allowed stages per node, tightened by precedence (no feasible plan is lost).
+
+    Only nodes with a choice are walked (in topological order): a node with one allowed stage
+    keeps it or makes the model infeasible, which one vectorised check over the edges finds. An
+    Inc-ILP window is a few hundred such nodes in a graph of up to ~800, solved in milliseconds.
+    """
     n = graph.num_nodes
     if allowed is None:
-        sets = [set(range(num_stages)) for _ in range(n)]
+        sets = [list(range(num_stages))] * n
     else:
         if len(allowed) != n:
             raise PartitionError(f"allowed has {len(allowed)} sets for {n} nodes of {graph.name!r}")
-        sets = [{k for k in a if 0 <= k < num_stages} for a in allowed]
-    order = graph.topological_order()
-    pred, succ = graph.predecessors(), graph.successors()
+        sets = [sorted(k for k in a if 0 <= k < num_stages) for a in allowed]
     for v, ks in enumerate(sets):
         if not ks:
             raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
-    lo = [min(ks) for ks in sets]
-    hi = [max(ks) for ks in sets]
-    for v in order:
+    lo = np.fromiter((ks[0] for ks in sets), dtype=np.int64, count=n)
+    hi = np.fromiter((ks[-1] for ks in sets), dtype=np.int64, count=n)
+    order = graph.memo("ilp.order", _order_array)
+    free = order[lo[order] < hi[order]].tolist()
+    pred, succ = graph.predecessors(), graph.successors()
+    low, high = lo.tolist(), hi.tolist()
+    for v in free:
         for u in pred[v]:
-            if lo[u] > lo[v]:
-                lo[v] = lo[u]
-    for v in reversed(order):
+            if low[u] > low[v]:
+                low[v] = low[u]
+    for v in reversed(free):
         for w in succ[v]:
-            if hi[w] < hi[v]:
-                hi[v] = hi[w]
-    out = []
-    for v, ks in enumerate(sets):
-        if len(ks) == 1 and lo[v] <= hi[v]:  # most nodes of a window: fixed, and consistent
-            out.append([lo[v]])
-            continue
-        kept = sorted(k for k in ks if lo[v] <= k <= hi[v])
+            if high[w] < high[v]:
+                high[v] = high[w]
+    lo, hi = np.asarray(low, dtype=np.int64), np.asarray(high, dtype=np.int64)
+    arrays = graph_arrays(graph)
+    broken = np.flatnonzero((lo[arrays.edge_src] > lo[arrays.edge_dst]) | (hi[arrays.edge_src] > hi[arrays.edge_dst]))
+    if broken.size:  # a fixed node below a predecessor's earliest stage, or above a successor's latest
+        u, w = int(arrays.edge_src[broken[0]]), int(arrays.edge_dst[broken[0]])
+        raise PartitionError(
+            f"the allowed stages of {graph.nodes[u].name!r} and of its consumer {graph.nodes[w].name!r} "
+            "admit no plan in dependency order; widen the allowed sets"
+        )
+    out = list(sets)
+    for v in free:
+        kept = [k for k in sets[v] if low[v] <= k <= high[v]]
         if not kept:
             raise PartitionError(
                 f"no stage of node {graph.nodes[v].name!r} is consistent with its dependencies' allowed stages"
             )
-        out.append(kept)
+        out[v] = kept
     return out
 
 
@@ -324,8 +337,14 @@ def _add_scaled(expr: tuple[int, dict[int, int]], const: int, terms: dict[int, i
     return total + factor * const, acc
 
 
-def _node_pairs(graph: OpGraph) -> list[tuple[int, int]]:
-    return sorted({(e.src, e.dst) for e in graph.edges})
+def _order_array(graph: OpGraph) -> np.ndarray:
+    return np.asarray(graph.topological_order(), dtype=np.int64)
+
+
+def _node_pairs(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Producer and consumer of every distinct (src, dst) edge: one precedence per pair."""
+    pairs = np.unique(np.stack([graph_arrays(graph).edge_src, graph_arrays(graph).edge_dst], axis=1), axis=0)
+    return pairs[:, 0].copy(), pairs[:, 1].copy()
 
 
 def prepare_graph(graph: OpGraph) -> None:
@@ -337,6 +356,7 @@ def prepare_graph(graph: OpGraph) -> None:
     graph.successors()
     graph.asap_levels()  # the Inc-ILP window's levels
     graph.memo("ilp.node_pairs", _node_pairs)
+    graph.memo("ilp.order", _order_array)
 
 
 def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list[set[int]] | None) -> PartitionModel:
@@ -349,23 +369,24 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
     K = num_stages
     pm = PartitionModel(graph, K, cache_bytes, propagate_allowed(graph, K, allowed))
     lm, A = pm.lm, pm.allowed
-    param = [v.param_bytes for v in graph.nodes]
+    arrays = graph_arrays(graph)
+    param = arrays.param.tolist()
     total = sum(param)
+    lo = np.fromiter((ks[0] for ks in A), dtype=np.int64, count=len(A))
+    hi = np.fromiter((ks[-1] for ks in A), dtype=np.int64, count=len(A))
+    fixed = lo == hi
 
     # phase 1: cumulative variables, non-empty stages, precedence, peak. Each stage's node count
     # and parameter bytes are linear in the cumulative variables: a constant (fixed nodes, and
     # the x[v,k] = 1 - y[v,k'] of a node's last stage) plus terms.
-    fixed_count = [0] * K
-    fixed_mem = [0] * K
+    fixed_count = np.bincount(lo[fixed], minlength=K).tolist()
+    fixed_mem = np.zeros(K, dtype=np.int64)
+    np.add.at(fixed_mem, lo[fixed], arrays.param[fixed])
+    fixed_mem = fixed_mem.tolist()
     count = [(0, {}) for _ in range(K)]
-    mem = [(0, {}) for _ in range(K)]
-    for v, ks in enumerate(A):
-        if len(ks) == 1:
-            k = ks[0]
-            fixed_count[k] += 1
-            fixed_mem[k] += param[v]
-            mem[k] = (mem[k][0] + param[v], mem[k][1])
-            continue
+    mem = [(fixed_mem[k], {}) for k in range(K)]
+    for v in np.flatnonzero(~fixed).tolist():
+        ks = A[v]
         for j in range(len(ks) - 1):
             pm.cum[v, j] = lm.add_var(0, 1, f"y[{v},{ks[j]}]")
             if j:
@@ -381,8 +402,10 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
         if not terms and const < 1:
             raise PartitionError(f"stage {k} can hold no node under the allowed stages: widen the window")
         lm.add_row(terms, 1 - const)
-    for u, w in graph.memo("ilp.node_pairs", _node_pairs):
-        for b in range(A[w][0], min(A[u][-1], K - 1)):  # empty when both ends are fixed
+    pair_src, pair_dst = graph.memo("ilp.node_pairs", _node_pairs)
+    open_pairs = np.flatnonzero(lo[pair_dst] < np.minimum(hi[pair_src], K - 1))  # others: both ends fixed
+    for u, w in zip(pair_src[open_pairs].tolist(), pair_dst[open_pairs].tolist()):
+        for b in range(A[w][0], min(A[u][-1], K - 1)):
             cu, tu = pm.y(u, b)
             cw, tw = pm.y(w, b)
             terms = dict(tu)
@@ -404,49 +427,40 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
         lm.add_row({o: 1, **{i: -c for i, c in terms.items()}}, const - cache_bytes)  # o_k >= mem_k - cache
     pm.phase_sizes.append((lm.num_vars, lm.num_rows))
 
-    # phase 3: communication across each boundary. A tensor whose producer and consumers are all
-    # fixed crosses fixed boundaries: a constant, summed without a row.
+    # phase 3: communication across each boundary. Tensor t of producer u crosses boundary b
+    # surely when u is in a stage <= b and some consumer w in one > b whatever the free nodes
+    # do (hi_u <= b < max_w lo_w): a constant, from a difference array over all tensors. It may
+    # cross only for lo_u <= b < max_w hi_w; those boundaries get a variable c[t,b] with one
+    # row per consumer that can still be after b.
     tens = tensors(graph)
-    arrays = graph_arrays(graph)
-    free = np.fromiter((len(ks) > 1 for ks in A), dtype=bool, count=len(A))
-    if tens:
-        tensor_free = free[arrays.producer] | np.logical_or.reduceat(free[arrays.consumers], arrays.first_consumer)
-    else:
-        tensor_free = np.zeros(0, dtype=bool)
-    fixed_stage = np.fromiter((ks[0] for ks in A), dtype=np.int64, count=len(A))
-    fixed_tensors = replace(arrays, nbytes=np.where(tensor_free, 0, arrays.nbytes))
-    const_comm = _boundary_comm(fixed_tensors, fixed_stage, K).tolist()
     comm_terms: list[dict[int, int]] = [{} for _ in range(K - 1)]
-    for t in np.flatnonzero(tensor_free & (arrays.nbytes > 0)).tolist():
-        u, nbytes, consumers = tens[t]
-        for b in range(K - 1):
-            cu, tu = pm.y(u, b)
-            crossings = []
-            certain = False
-            for w in consumers:
-                cw, tw = pm.y(w, b)
-                terms = dict(tu)
-                for i, c in tw.items():
-                    terms[i] = terms.get(i, 0) - c
-                terms = {i: c for i, c in terms.items() if c}
-                const = cu - cw
-                if not terms:
-                    certain = certain or const >= 1
-                    continue
-                crossings.append((terms, const))
-            if certain:
-                const_comm[b] += nbytes
-                continue
-            if not crossings:
-                continue
-            c = lm.add_var(0, 1, f"c[{t},{b}]")
-            pm.comm_vars[t, b] = c
-            for terms, const in crossings:  # c - (y_u - y_w) >= const
-                row = {c: 1}
-                for i, coef in terms.items():
-                    row[i] = row.get(i, 0) - coef
-                lm.add_row(row, const)
-            comm_terms[b][c] = nbytes
+    const_comm = [0] * (K - 1)
+    if tens:
+        first, reach_lo, reach_hi = arrays.first_consumer, lo[arrays.consumers], hi[arrays.consumers]
+        last_lo, last_hi = np.maximum.reduceat(reach_lo, first), np.maximum.reduceat(reach_hi, first)
+        sure_from = hi[arrays.producer]
+        diff = np.zeros(K + 1, dtype=np.int64)
+        np.add.at(diff, sure_from, arrays.nbytes)
+        np.add.at(diff, np.maximum(last_lo, sure_from), -arrays.nbytes)
+        const_comm = np.cumsum(diff)[: K - 1].tolist()
+        open_tensors = (lo[arrays.producer] < last_hi) & ((sure_from > lo[arrays.producer]) | (last_hi > last_lo))
+        for t in np.flatnonzero(open_tensors & (arrays.nbytes > 0)).tolist():
+            u, nbytes, consumers = tens[t]
+            for b in range(int(lo[u]), int(last_hi[t])):
+                if sure_from[t] <= b < last_lo[t]:
+                    continue  # a sure crossing, counted above
+                cu, tu = pm.y(u, b)
+                c = lm.add_var(0, 1, f"c[{t},{b}]")
+                pm.comm_vars[t, b] = c
+                for w in consumers:
+                    if hi[w] <= b:
+                        continue  # w is surely at or before b: its row would be c >= y_u - 1
+                    cw, tw = pm.y(w, b)
+                    row = {c: 1, **{i: -coef for i, coef in tu.items()}}
+                    for i, coef in tw.items():
+                        row[i] = row.get(i, 0) + coef
+                    lm.add_row(row, cu - cw)  # c >= y(u,b) - y(w,b)
+                comm_terms[b][c] = nbytes
     max_const = max(const_comm, default=0)
     pm.max_comm_var = lm.add_var(max_const, max(int(arrays.nbytes.sum()), max_const), "max_comm")
     for b in range(K - 1):
