@@ -138,6 +138,23 @@ def test_a_greedy_row_rides_along_without_changing_any_plan():
         assert np.array_equal(both[1:], alone)
 
 
+def test_inference_cell_step_equals_the_trained_lstm_cell():
+    """Inference runs the decoder cell from precomputed item gates; it must be the cell the net
+    was trained with (same gates, same order), to float rounding."""
+    torch.manual_seed(0)
+    net = PointerNet(PointerNetConfig(hidden=32, embed=16)).eval()
+    items = torch.randn(7, 32)
+    glob = torch.randn(3, 12)
+    hx, cx = torch.randn(3, 32), torch.randn(3, 32)
+    last = torch.tensor([0, 4, 6])
+    with torch.no_grad():
+        want_h, want_c = net.decoder(torch.cat([items[last], glob], -1), (hx, cx))
+        item_gates, state_weight = net.cell_projections(items)
+        got_h, got_c = net.cell_step(item_gates[last], glob, hx, cx, state_weight)
+    torch.testing.assert_close(got_h, want_h, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_c, want_c, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_inputs_give_clear_errors(tmp_path):
     sched = PointerScheduler(PointerNet(PointerNetConfig(hidden=16, embed=8)))
     with pytest.raises(HiertuneError, match="num_stages"):
