@@ -33,6 +33,7 @@ from hiertune.errors import HiertuneError
 from hiertune.solvers.backends import (
     SOLVERS,
     BackendSettings,
+    CpSatModel,
     GurobiSizeLimitError,
     default_cpsat_parameters,
     gurobi_available,
@@ -556,6 +557,7 @@ def _lexicographic(
         {pm.max_comm_var: 1},
     ]
     lower_bounds = _phase_lower_bounds(pm)
+    cpsat_model = CpSatModel()  # each phase's model extends the last: CP-SAT copies only what is new
     for phase in (1, 2, 3):
         if stages is not None:
             current = evaluate_partition(graph, stages, K, cache)
@@ -575,7 +577,7 @@ def _lexicographic(
             cpsat_parameters=config.cpsat_parameters,
         )
         out = solve_linear(solver, lm, objective_of_phase[phase - 1], settings,
-                           pm.values(stages, phase) if stages is not None else None)
+                           pm.values(stages, phase) if stages is not None else None, cpsat_model)
         phases.append(f"{('peak', 'off-cache', 'comm')[phase - 1]}: {out.status} {out.seconds:.2f}s")
         if out.values is None:
             if stages is None:
