@@ -11,7 +11,15 @@ import pytest
 
 from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
 from hiertune.errors import HiertuneError
-from hiertune.solvers.backends import GUROBI_SIZE_LIMIT, gurobi_available, gurobi_full_licence
+from hiertune.solvers.backends import (
+    GUROBI_SIZE_LIMIT,
+    BackendSettings,
+    CpSatModel,
+    gurobi_available,
+    gurobi_full_licence,
+    solve_linear,
+)
+from hiertune.solvers.linear import LinearModel
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.zoo import load_zoo_graph
 from hiertune.solvers.ilp import (
@@ -198,3 +206,27 @@ def test_cpsat_parameters_reach_the_solver_and_bad_ones_are_named():
     assert tuned.objectives == plain.objectives and tuned.optimal and plain.optimal
     with pytest.raises(HiertuneError, match="no_such_field"):
         solve_partition(g, 3, IlpConfig(solver="cpsat", cpsat_parameters={"no_such_field": 1}))
+
+
+def test_cpsat_model_copy_follows_extensions_and_restarts_on_a_different_model():
+    """The phases share CP-SAT's copy of the model: an extended model (new rows, a tightened
+    bound) must solve as if copied afresh, and an unrelated model must not inherit old rows."""
+    settings = BackendSettings(time_limit_s=10)
+    lm = LinearModel()
+    x, y = lm.add_var(0, 10), lm.add_var(0, 10)
+    lm.add_row({x: 1, y: 1}, lo=7)  # x + y >= 7
+    shared = CpSatModel()
+    assert solve_linear("cpsat", lm, {x: 1}, settings, cpsat_model=shared).objective == 0
+    lm.ub[y] = 4  # a tightened bound, as after a phase
+    lm.add_row({x: 1, y: -1}, hi=0)  # x <= y, so x >= 3
+    assert solve_linear("cpsat", lm, {x: 1}, settings, cpsat_model=shared).objective == 3
+    lm.ub[y] = 3
+    assert solve_linear("cpsat", lm, {x: 1}, settings, cpsat_model=shared).values is None  # x >= 4 > y
+    lm.rows.pop()
+    fresh = solve_linear("cpsat", lm, {x: 1}, settings)
+    again = solve_linear("cpsat", lm, {x: 1}, settings, cpsat_model=shared)  # a row removed: copied afresh
+    assert again.objective == fresh.objective == 4 and len(shared.proto.constraints) == 1
+    other = LinearModel()
+    z = other.add_var(2, 5)
+    assert solve_linear("cpsat", other, {z: 1}, settings, cpsat_model=shared).values == [2]
+    assert len(shared.proto.constraints) == 0 and len(shared.proto.variables) == 1
