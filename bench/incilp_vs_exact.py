@@ -247,7 +247,8 @@ def plot(cases: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> No
         ax.legend(fontsize=7)
         ax = axes[1][j]
         ax2 = ax.twinx()
-        for src, color in zip(sources, ("tab:orange", "tab:green", "tab:purple")):
+        # the top row's colours (after the exact ILP's blue); a fourth start used to be dropped here
+        for src, color in zip(sources, ("tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")):
             gammas = sorted({r["gamma"] for c in rows if src in c["variants"] for r in c["variants"][src]["incilp"]})
             frac, speed = [], []
             for g in gammas:
