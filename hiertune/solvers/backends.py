@@ -228,7 +228,8 @@ class CpSatModel:
     Each phase's model extends the last one: new variables and rows are appended and bounds only
     tighten. So only what is new is copied. Copying costs about a microsecond per term, as much
     as CP-SAT's own solve on a window of a few hundred variables. A model that does not extend
-    the copy (other rows first) is copied afresh."""
+    the copy (other rows first) is copied afresh. Rows are compared as objects, as `LinearModel`
+    never changes a row once added."""
 
     def __init__(self) -> None:
         self.proto: Any = None

@@ -344,7 +344,8 @@ def _order_array(graph: OpGraph) -> np.ndarray:
 
 def _node_pairs(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
     """Producer and consumer of every distinct (src, dst) edge: one precedence per pair."""
-    pairs = np.unique(np.stack([graph_arrays(graph).edge_src, graph_arrays(graph).edge_dst], axis=1), axis=0)
+    arrays = graph_arrays(graph)
+    pairs = np.unique(np.stack([arrays.edge_src, arrays.edge_dst], axis=1), axis=0)
     return pairs[:, 0].copy(), pairs[:, 1].copy()
 
 
