@@ -82,16 +82,16 @@ def _no_gc():
             gc.enable()
 
 
-def _fastest(repeat: int, solve):
-    """The result of `solve()` whose CPU time was smallest over `repeat` runs, without the garbage
-    collector. Solves are deterministic (fixed seed, one thread), so the runs differ only in how
-    much the host and the process's warm-up got in the way; the minimum is the solve's own cost."""
+def _fastest(repeat: int, run, cpu_seconds=lambda result: result.cpu_seconds):
+    """The result of `run()` whose CPU time was smallest over `repeat` runs, each without the
+    garbage collector. Solves and the seeded pointer net are deterministic, so the runs differ only
+    in how much the host and the process's warm-up got in the way; the minimum is the own cost."""
     best = None
     for _ in range(max(repeat, 1)):
         with _no_gc():
-            res = solve()
-        if best is None or res.cpu_seconds < best.cpu_seconds:
-            best = res
+            result = run()
+        if best is None or cpu_seconds(result) < cpu_seconds(best):
+            best = result
     return best
 
 
@@ -130,11 +130,8 @@ def run_case(name: str, k: int, cfg: BenchConfig, prior_exact: dict[str, Any] | 
         "variants": {},
     }
     for wanted in cfg.initials:
-        runs_of_initial = []
-        for _ in range(max(cfg.repeat, 1)):  # deterministic (seeded sampling): the fastest run counts
-            with _no_gc():
-                runs_of_initial.append(_timed_initial(graph, k, wanted))
-        init, source, init_s, init_cpu = min(runs_of_initial, key=lambda r: r[3])
+        init, source, init_s, init_cpu = _fastest(cfg.repeat, lambda: _timed_initial(graph, k, wanted),
+                                                  cpu_seconds=lambda timed: timed[3])
         if source in case["variants"]:
             continue  # `auto` fell back to a source already measured
         init_obj = evaluate_partition(graph, init, k, ilp.cache_bytes)
