@@ -165,17 +165,22 @@ def _stage_memory(arrays: GraphArrays, s: np.ndarray, num_stages: int) -> np.nda
     return mem
 
 
+def _crossing_bytes(nbytes: np.ndarray, first: np.ndarray, last: np.ndarray, num_stages: int) -> np.ndarray:
+    """Bytes per boundary when tensor t crosses boundaries first[t] .. last[t] - 1 (last >= first):
+    a difference array over the boundaries, summed up."""
+    diff = np.zeros(num_stages + 1, dtype=np.int64)
+    np.add.at(diff, first, nbytes)
+    np.add.at(diff, last, -nbytes)
+    return np.cumsum(diff)[: max(num_stages - 1, 0)]
+
+
 def _boundary_comm(arrays: GraphArrays, s: np.ndarray, num_stages: int) -> np.ndarray:
-    """A tensor crosses boundaries stage(producer) .. last consumer's stage - 1: a difference
-    array over the boundaries, summed up."""
+    """A tensor crosses boundaries stage(producer) .. last consumer's stage - 1."""
     if num_stages < 2 or arrays.producer.size == 0:
         return np.zeros(max(num_stages - 1, 0), dtype=np.int64)
     first = s[arrays.producer]
     last = np.maximum(np.maximum.reduceat(s[arrays.consumers], arrays.first_consumer), first)
-    diff = np.zeros(num_stages + 1, dtype=np.int64)
-    np.add.at(diff, first, arrays.nbytes)
-    np.add.at(diff, last, -arrays.nbytes)
-    return np.cumsum(diff)[: num_stages - 1]
+    return _crossing_bytes(arrays.nbytes, first, last, num_stages)
 
 
 def stage_param_bytes(graph: OpGraph, stages: list[int], num_stages: int) -> list[int]:
@@ -431,7 +436,7 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
 
     # phase 3: communication across each boundary. Tensor t of producer u crosses boundary b
     # surely when u is in a stage <= b and some consumer w in one > b whatever the free nodes
-    # do (hi_u <= b < max_w lo_w): a constant, from a difference array over all tensors. It may
+    # do (hi_u <= b < max_w lo_w): a constant, summed over all tensors at once. It may
     # cross only for lo_u <= b < max_w hi_w; those boundaries get a variable c[t,b] with one
     # row per consumer that can still be after b.
     tens = tensors(graph)
@@ -441,10 +446,7 @@ def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list
         first, reach_lo, reach_hi = arrays.first_consumer, lo[arrays.consumers], hi[arrays.consumers]
         last_lo, last_hi = np.maximum.reduceat(reach_lo, first), np.maximum.reduceat(reach_hi, first)
         sure_from = hi[arrays.producer]
-        diff = np.zeros(K + 1, dtype=np.int64)
-        np.add.at(diff, sure_from, arrays.nbytes)
-        np.add.at(diff, np.maximum(last_lo, sure_from), -arrays.nbytes)
-        const_comm = np.cumsum(diff)[: K - 1].tolist()
+        const_comm = _crossing_bytes(arrays.nbytes, sure_from, np.maximum(last_lo, sure_from), K).tolist()
         open_tensors = (lo[arrays.producer] < last_hi) & ((sure_from > lo[arrays.producer]) | (last_hi > last_lo))
         for t in np.flatnonzero(open_tensors & (arrays.nbytes > 0)).tolist():
             u, nbytes, consumers = tens[t]
