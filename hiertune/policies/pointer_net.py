@@ -371,6 +371,7 @@ class PointerNet(nn.Module):
         share_t = torch.from_numpy(gf.param_share.astype(np.float32)).unsqueeze(0).expand(count, -1) * num_stages
         states = [DecodeState(gf, num_stages) for _ in range(count)]
         last = torch.full((count,), gf.n + 1, dtype=torch.long)
+        first = 1 if greedy_first else 0  # the first sampled row
         for _ in range(gf.n + num_stages - 1):  # every legal sequence has exactly this length
             glob = torch.from_numpy(np.stack([st.global_features() for st in states]))
             hx, cx = self.cell_step(item_gates[last], glob, hx, cx, state_weight)
@@ -383,7 +384,6 @@ class PointerNet(nn.Module):
             dyn = dyn if has_cut else dyn[:, :-1]
             lg = self.logits(hx, glob, ref[:, cols], dyn, torch.from_numpy(mask_np)[:, cols])
             last = cols[torch.argmax(lg, -1)]
-            first = 1 if greedy_first else 0
             if sample and count > first:
                 # sample over the columns legal in some sampled row only, so the random draws do not
                 # depend on whether a greedy row rides along
