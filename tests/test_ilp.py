@@ -40,14 +40,16 @@ def small_graph(seed: int, n: int = 24) -> OpGraph:
     return generate_dag(seed, SyntheticDagConfig(num_nodes=n))
 
 
+def valid_plans(graph: OpGraph, k: int, allowed: list[list[int]] | None = None) -> list[list[int]]:
+    """Every plan with all k stages used, in dependency order, within `allowed` (by brute force)."""
+    sets = allowed or [range(k)] * graph.num_nodes
+    return [list(p) for p in itertools.product(range(k), repeat=graph.num_nodes)
+            if all(s in ks for s, ks in zip(p, sets)) and len(set(p)) == k
+            and all(p[e.src] <= p[e.dst] for e in graph.edges)]
+
+
 def brute_force(graph: OpGraph, k: int, cache: int) -> tuple[int, int, int]:
-    best = None
-    for stages in itertools.product(range(k), repeat=graph.num_nodes):
-        if len(set(stages)) < k or any(stages[e.src] > stages[e.dst] for e in graph.edges):
-            continue
-        obj = evaluate_partition(graph, list(stages), k, cache)
-        best = obj if best is None or obj < best else best
-    return best
+    return min(evaluate_partition(graph, p, k, cache) for p in valid_plans(graph, k))
 
 
 def test_evaluator_counts_each_tensor_once_per_boundary():
@@ -132,9 +134,7 @@ def test_cumulative_model_with_gaps_in_the_allowed_stages(seed):
     allowed = [shapes[v % len(shapes)] for v in range(g.num_nodes)]
     cache = g.total_param_bytes // 5
     model = build_model(g, k, cache, allowed)
-    plans = [list(p) for p in itertools.product(range(k), repeat=g.num_nodes)
-             if all(s in ks for s, ks in zip(p, model.allowed)) and len(set(p)) == k
-             and all(p[e.src] <= p[e.dst] for e in g.edges)]
+    plans = valid_plans(g, k, model.allowed)
     if not plans:
         pytest.skip("these allowed sets admit no plan of this graph")
     for plan in plans:
@@ -212,12 +212,10 @@ def test_interval_peak_bound_never_exceeds_the_optimum(seed):
     k = 3
     allowed = [{0}, {0, 1}, {0, 1}, {1}, {1, 2}, {1, 2}, {1, 2}, {2}]  # a window: nodes beside two cuts
     model = build_model(g, k, 10**12, allowed)
-    plans = [p for p in itertools.product(range(k), repeat=g.num_nodes)
-             if all(s in ks for s, ks in zip(p, model.allowed)) and len(set(p)) == k
-             and all(p[e.src] <= p[e.dst] for e in g.edges)]
+    plans = valid_plans(g, k, model.allowed)
     if not plans:
         pytest.skip("the window admits no plan for this graph")
-    best_peak = min(evaluate_partition(g, list(p), k, 10**12)[0] for p in plans)
+    best_peak = min(evaluate_partition(g, p, k, 10**12)[0] for p in plans)
     param = [v.param_bytes for v in g.nodes]
     bound = interval_peak_bound(param, model.allowed, k)
     assert bound <= best_peak
