@@ -31,7 +31,7 @@ from tqdm import tqdm
 from hiertune.plotting import pyplot, save_figure
 from hiertune.solvers.baselines import exact_partition, libcoral_partition
 from hiertune.solvers.ilp import IlpConfig, evaluate_partition, prepare_graph, solve_partition
-from hiertune.solvers.incilp import IncIlpConfig, default_scheduler, inc_ilp, initial_partition
+from hiertune.solvers.incilp import WINDOW_KINDS, IncIlpConfig, default_scheduler, inc_ilp, initial_partition
 from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.zoo import load_zoo_graph, zoo_models
 
@@ -53,7 +53,7 @@ class BenchConfig:
     # first = headline; "+cuts": the initial plan's cuts placed exactly along its order (the default
     # Inc-ILP start); without it, the paper's plain start
     initials: list[str] = field(default_factory=lambda: ["auto+cuts", "auto", "libcoral+cuts", "libcoral"])
-    adjacent_only: bool = False
+    window: str = "adjacent"  # where re-opened nodes may go (IncIlpConfig.window)
     rounds: int = 1
     repeat: int = 3  # each timed solve runs this often; the fastest run counts (as timeit advises)
     out: Path = RESULTS / "incilp_vs_exact.json"
@@ -137,7 +137,7 @@ def run_case(name: str, k: int, cfg: BenchConfig, prior_exact: dict[str, Any] | 
         init_obj = evaluate_partition(graph, init, k, ilp.cache_bytes)
         runs = []
         for gamma in cfg.gammas:
-            inc_config = IncIlpConfig(gamma=gamma, initial="given", adjacent_only=cfg.adjacent_only,
+            inc_config = IncIlpConfig(gamma=gamma, initial="given", window=cfg.window,
                                       rounds=cfg.rounds, refine_cuts=False, ilp=window_ilp)
             # `init` is already refined when the variant asks for it
             res = _fastest(cfg.repeat, lambda: inc_ilp(graph, k, inc_config, initial=init))
@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--initial", nargs="+", default=BenchConfig().initials,
                    choices=[f"{s}{c}" for s in ("auto", "pointer", "libcoral") for c in ("", "+cuts")],
                    help="initial-plan sources to compare; the first gives the headline numbers")
-    p.add_argument("--adjacent-only", action="store_true", help="re-opened nodes move only across their boundary")
+    p.add_argument("--window", choices=WINDOW_KINDS, default=BenchConfig.window,
+                   help="where re-opened nodes may go: across their boundary (adjacent) or any stage")
     p.add_argument("--rounds", type=int, default=1, help="Inc-ILP window rounds (the paper: 1)")
     p.add_argument("--repeat", type=int, default=BenchConfig.repeat,
                    help="runs per timed solve (exact and every window); the fastest counts")
@@ -313,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = BenchConfig(models=a.models, form=a.form, stages=a.stages,
                       gammas=[int(g) if g == int(g) else g for g in a.gammas], solver=a.solver,
                       exact_time_limit_s=a.time_limit, threads=a.threads, initials=a.initial,
-                      adjacent_only=a.adjacent_only, rounds=a.rounds, repeat=a.repeat, out=a.out, plot=a.plot or a.out.with_suffix(".png"),
+                      window=a.window, rounds=a.rounds, repeat=a.repeat, out=a.out, plot=a.plot or a.out.with_suffix(".png"),
                       resume=a.resume)
     if a.quick:
         cfg.models = cfg.models or QUICK_MODELS

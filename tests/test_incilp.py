@@ -8,10 +8,17 @@ import math
 import pytest
 
 from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
-from hiertune.errors import ResourceUnavailableError
+from hiertune.errors import HiertuneError, ResourceUnavailableError
 from hiertune.solvers.baselines import exact_partition, libcoral_partition
 from hiertune.solvers.ilp import IlpConfig, check_partition, evaluate_partition
-from hiertune.solvers.incilp import IncIlpConfig, inc_ilp, relaxation_window
+from hiertune.solvers.incilp import (
+    WINDOW_KINDS,
+    IncIlpConfig,
+    boundary_windows,
+    inc_ilp,
+    relaxation_window,
+    window_allowed,
+)
 from hiertune.solvers.zoo import load_zoo_graph
 
 ILP = IlpConfig(solver="cpsat", time_limit_s=60)
@@ -46,23 +53,42 @@ def test_window_grows_with_gamma_and_covers_the_cuts():
             assert e.src in w0 and e.dst in w0
 
 
+def test_adjacent_window_opens_only_the_stages_beside_each_boundary():
+    g, k, gamma = graph(4, 60), 4, 3
+    init = libcoral_partition(g, k)
+    windows = boundary_windows(g, init, gamma)
+    adjacent = window_allowed(g, init, k, gamma, "adjacent")
+    anywhere = window_allowed(g, init, k, gamma, "any")
+    for v in range(g.num_nodes):
+        held_by = [b for b, nodes in windows.items() if v in nodes]
+        assert adjacent[v] == {init[v]}.union(*({b, b + 1} for b in held_by))
+        assert anywhere[v] == (set(range(k)) if held_by else {init[v]})
+    assert any(len(a) < len(w) for a, w in zip(adjacent, anywhere))  # the smaller model
+    assert window_allowed(g, init, k, math.inf, "adjacent") == [set(range(k))] * g.num_nodes
+    with pytest.raises(HiertuneError, match="window 'wide' is unknown; use one of adjacent, any"):
+        inc_ilp(g, k, IncIlpConfig(window="wide", initial="libcoral", ilp=ILP))
+
+
+@pytest.mark.parametrize("window", WINDOW_KINDS)
 @pytest.mark.parametrize("seed,k", [(2, 3), (9, 4)])
-def test_gamma_inf_equals_exact_and_windows_never_lose_to_the_initial_plan(seed, k):
+def test_gamma_inf_equals_exact_and_windows_never_lose_to_the_initial_plan(seed, k, window):
     g = graph(seed)
     exact = exact_partition(g, k, ILP)
     init = libcoral_partition(g, k)
-    full = inc_ilp(g, k, IncIlpConfig(gamma=math.inf, initial="given", ilp=ILP), initial=init)
+    full = inc_ilp(g, k, IncIlpConfig(gamma=math.inf, initial="given", window=window, ilp=ILP), initial=init)
     assert full.window_size == g.num_nodes
     assert full.objectives == exact.objectives and full.optimal and exact.optimal
     for gamma in (0, 1, 3):
-        res = inc_ilp(g, k, IncIlpConfig(gamma=gamma, initial="given", ilp=ILP), initial=init)
+        res = inc_ilp(g, k, IncIlpConfig(gamma=gamma, initial="given", window=window, ilp=ILP), initial=init)
         check_partition(g, res.stages, k)
         assert res.initial_objectives == evaluate_partition(g, init, k, ILP.cache_bytes)
         assert res.objectives <= res.initial_objectives  # lexicographically no worse than the start
         assert res.objectives >= exact.objectives  # and never better than the optimum
-        # nodes outside the window keep their initial stage
-        window = relaxation_window(g, init, gamma)
-        assert all(res.stages[v] == init[v] for v in range(g.num_nodes) if v not in window)
+        # every node ends in a stage its window allows; nodes outside it keep their initial stage
+        allowed = window_allowed(g, init, k, gamma, window)
+        assert all(res.stages[v] in allowed[v] for v in range(g.num_nodes))
+        window_nodes = relaxation_window(g, init, gamma)
+        assert all(res.stages[v] == init[v] for v in range(g.num_nodes) if v not in window_nodes)
 
 
 def test_real_model_window_reaches_exact_optimum():

@@ -38,6 +38,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default="best",
                         help="initial plan: best = the better of the pointer net's and libcoral's; "
                              "auto = the pointer net, falling back to libcoral's split")
+    parser.add_argument("--window", choices=("adjacent", "any"), default="adjacent",
+                        help="where a re-opened node may go: across its own boundary (adjacent) or to "
+                             "any stage its fixed neighbours allow (any, the larger model)")
     parser.add_argument("--no-refine-cuts", action="store_true",
                         help="start the window from the initial plan's own cuts (the paper) instead of "
                              "placing them exactly along its order first")
@@ -72,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     config = IncIlpConfig(
         gamma=args.gamma,
         initial=args.initial,
+        window=args.window,
         rounds=args.rounds,
         refine_cuts=not args.no_refine_cuts,
         ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache),
@@ -94,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if result.refined_objectives is not None:
         rows.insert(2, ("initial, exact cuts", result.refined_objectives, "order DP"))
     console.print(objectives_table(rows))
-    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} round(s), window {result.window_size}/"
+    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} round(s), {args.window} window {result.window_size}/"
                   f"{graph.num_nodes} nodes, {result.num_vars} variables; initial plan {result.init_seconds:.2f} s")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
