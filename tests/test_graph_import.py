@@ -94,3 +94,19 @@ def test_partition_command_bad_input_is_one_line(tmp_path, capsys):
     assert main(["partition", "--model", str(bad), "--no-ray"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a TFLite flatbuffer" in err[0]
+
+
+def test_partition_command_window_kinds_reach_the_exact_optimum(tmp_path, capsys):
+    plans = {}
+    for window in ("adjacent", "any", None):  # None: gamma = inf, the exact ILP
+        out = tmp_path / f"{window}.json"
+        args = ["partition", "--model", "mobilenet", "--stages", "4", "--solver", "cpsat",
+                "--initial", "libcoral", "--no-ray", "--out", str(out)]
+        args += ["--window", window] if window else ["--gamma", "inf"]
+        assert main(args) == 0
+        text = capsys.readouterr().out
+        assert f"{window or 'adjacent'} window" in text
+        plans[window] = json.loads(out.read_text())
+    exact = plans[None]["objectives"]
+    assert plans["adjacent"]["objectives"] == plans["any"]["objectives"] == exact
+    assert plans["adjacent"]["window_size"] < plans[None]["window_size"]
