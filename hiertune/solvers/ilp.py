@@ -561,46 +561,42 @@ def _lexicographic(
     ]
     lower_bounds = _phase_lower_bounds(pm)
     cpsat_model = CpSatModel()  # each phase's model extends the last: CP-SAT copies only what is new
+    current = evaluate_partition(graph, stages, K, cache) if stages is not None else None  # of `stages`
     for phase in (1, 2, 3):
-        if stages is not None:
-            current = evaluate_partition(graph, stages, K, cache)
-            if current[phase - 1] <= lower_bounds[phase - 1]:  # the start is provably optimal here
-                phases.append(f"{('peak', 'off-cache', 'comm')[phase - 1]}: at its lower bound")
-                if phase == 1:
-                    pm.lm.ub[pm.peak_var] = min(pm.lm.ub[pm.peak_var], current[0])
-                elif phase == 2:
-                    bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
-                continue
-        lm = _phase_model(pm, phase, bounds)
-        settings = BackendSettings(
-            time_limit_s=max(deadline - time.perf_counter(), 0.5),
-            mip_gap=config.mip_gap,
-            threads=config.threads,
-            seed=config.seed,
-            cpsat_parameters=config.cpsat_parameters,
-        )
-        out = solve_linear(solver, lm, objective_of_phase[phase - 1], settings,
-                           pm.values(stages, phase) if stages is not None else None, cpsat_model)
-        phases.append(f"{('peak', 'off-cache', 'comm')[phase - 1]}: {out.status} {out.seconds:.2f}s")
-        if out.values is None:
-            if stages is None:
-                raise PartitionError(
-                    f"{solver} found no partition of {graph.name!r} into {K} stages within "
-                    f"{config.time_limit_s:g} s; raise the time limit or use Inc-ILP (--gamma)"
-                )
-            optimal = False
+        name = ("peak", "off-cache", "comm")[phase - 1]
+        if current is not None and current[phase - 1] <= lower_bounds[phase - 1]:
+            phases.append(f"{name}: at its lower bound")  # the plan is provably optimal here: no solve
         else:
-            new = pm.decode(out.values)
-            if stages is None or _better(evaluate_partition(graph, new, K, cache), current, phase):
-                stages = new
-            optimal = optimal and out.optimal
-        current = evaluate_partition(graph, stages, K, cache)
-        if phase == 1:
+            lm = _phase_model(pm, phase, bounds)
+            settings = BackendSettings(
+                time_limit_s=max(deadline - time.perf_counter(), 0.5),
+                mip_gap=config.mip_gap,
+                threads=config.threads,
+                seed=config.seed,
+                cpsat_parameters=config.cpsat_parameters,
+            )
+            out = solve_linear(solver, lm, objective_of_phase[phase - 1], settings,
+                               pm.values(stages, phase) if stages is not None else None, cpsat_model)
+            phases.append(f"{name}: {out.status} {out.seconds:.2f}s")
+            if out.values is None:
+                if stages is None:
+                    raise PartitionError(
+                        f"{solver} found no partition of {graph.name!r} into {K} stages within "
+                        f"{config.time_limit_s:g} s; raise the time limit or use Inc-ILP (--gamma)"
+                    )
+                optimal = False
+            else:
+                new = pm.decode(out.values)
+                new_objectives = evaluate_partition(graph, new, K, cache)
+                if current is None or _better(new_objectives, current, phase):
+                    stages, current = new, new_objectives
+                optimal = optimal and out.optimal
+        if phase == 1:  # fix this phase's optimum for the next ones
             pm.lm.ub[pm.peak_var] = min(pm.lm.ub[pm.peak_var], current[0])
         elif phase == 2:
             bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
-    assert stages is not None
-    return stages, evaluate_partition(graph, stages, K, cache), optimal, phases
+    assert stages is not None and current is not None
+    return stages, current, optimal, phases
 
 
 def _phase_lower_bounds(pm: PartitionModel) -> tuple[int, int, int]:
