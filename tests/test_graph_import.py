@@ -96,6 +96,17 @@ def test_partition_command_bad_input_is_one_line(tmp_path, capsys):
     assert len(err) == 1 and "not a TFLite flatbuffer" in err[0]
 
 
+def test_partition_command_rejects_more_stages_than_nodes_before_ray_starts(capsys, monkeypatch):
+    from hiertune.platform import ray_runtime
+
+    started = []
+    monkeypatch.setattr(ray_runtime, "init_ray", lambda *a, **k: started.append(a))  # a spy: Ray stays down
+    assert main(["partition", "--model", "vgg16", "--stages", "1000"]) == 2  # with Ray by default
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--stages 1000 must lie in 1..23" in err[0]
+    assert not started
+
+
 def test_partition_command_window_kinds_reach_the_exact_optimum(tmp_path, capsys):
     plans = {}
     for window in ("adjacent", "any", None):  # None: gamma = inf, the exact ILP

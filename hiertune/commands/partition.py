@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         raise HiertuneError("--threads and --rounds must be at least 1 and --cache-mb at least 0")
     console = Console()
     graph = load_graph(args.model, args.form)
+    if args.stages > graph.num_nodes:  # before Ray starts: the solver actor would only say the same
+        raise HiertuneError(f"--stages {args.stages} must lie in 1..{graph.num_nodes} (the node count of {graph.name!r})")
     cache = int(args.cache_mb * 1024**2)
     config = IncIlpConfig(
         gamma=args.gamma,
