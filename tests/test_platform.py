@@ -191,6 +191,17 @@ def test_cli_reports_errors_in_one_line(tmp_path):
     assert out.stderr.strip().count("\n") == 0 and "unknown workload" in out.stderr
 
 
+def test_apply_on_a_file_without_records_is_an_error_not_an_empty_table(tmp_path, capsys):
+    from hiertune.cli import main
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("not json\n")
+    with pytest.warns(UserWarning, match="corrupt record"):
+        assert main(["apply", "--records", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no tuning records" in err[0]
+
+
 def test_network_workload_has_weighted_tasks():
     workload = get_workload("tiny-convnet")
     assert len(workload.tasks) >= 3

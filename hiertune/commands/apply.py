@@ -25,6 +25,9 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.records).exists():
         raise HiertuneError(f"--records {args.records} does not exist; run `hiertune tune` or `hiertune baseline` first")
     store = RecordStore(args.records)
+    if not store.tasks():
+        raise HiertuneError(f"--records {args.records} holds no tuning records; pass the file that "
+                            "`hiertune tune --records` or `hiertune baseline --records` wrote")
     target = make_target(args.target)
     table = Table(title=f"best schedules from {args.records}")
     for column in ("task", "best latency (ms)", "reference", "max abs error", "matches"):
