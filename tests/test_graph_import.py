@@ -107,6 +107,16 @@ def test_partition_command_rejects_more_stages_than_nodes_before_ray_starts(caps
     assert not started
 
 
+@pytest.mark.parametrize("command", [["partition", "--model", "vgg16"], ["tune", "--workload", "GMM-S"]])
+def test_plot_file_without_an_image_suffix_is_rejected_when_parsing(command, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:  # argparse's usage error, before any solve or tuning
+        main([*command, "--plot", str(tmp_path / "plan.txt")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "argument --plot" in err[-1] and "suffix .txt" in err[-1] and "png" in err[-1]
+    assert not (tmp_path / "plan.txt").exists()
+
+
 def test_partition_command_window_kinds_reach_the_exact_optimum(tmp_path, capsys):
     plans = {}
     for window in ("adjacent", "any", None):  # None: gamma = inf, the exact ILP

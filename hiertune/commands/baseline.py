@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hiertune.commands.common import add_runner_args
+from hiertune.plotting import plot_path
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -13,7 +14,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trials", type=int, default=64, help="measured trials in total (resumes count)")
     parser.add_argument("--batch", type=int, default=16, help="candidates measured per search round")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plot", help="write the tuning curve as PNG here")
+    parser.add_argument("--plot", type=plot_path, help="write the tuning curve as PNG here")
     add_runner_args(parser, default_records="runs/baseline.jsonl")
 
 

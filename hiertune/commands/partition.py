@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from hiertune.errors import HiertuneError
+from hiertune.plotting import plot_path
 
 
 def _gamma(text: str) -> float:
@@ -50,7 +51,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="solver threads")
     parser.add_argument("--cache-mb", type=float, default=8.0, help="parameter cache per stage, MiB")
     parser.add_argument("--out", type=Path, help="write the plan (node name -> stage, objectives) as JSON")
-    parser.add_argument("--plot", type=Path, help="write a PNG of the partition")
+    parser.add_argument("--plot", type=plot_path, help="write a PNG of the partition")
     parser.add_argument("--no-ray", action="store_true", help="solve in this process instead of a Ray actor")
 
 
@@ -67,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
         raise HiertuneError(f"--stages must be at least 1 (got {args.stages})")
     if args.time_limit <= 0:
         raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
-    if args.threads < 1 or args.rounds < 1 or args.cache_mb < 0:
-        raise HiertuneError("--threads and --rounds must be at least 1 and --cache-mb at least 0")
+    for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1), ("--cache-mb", args.cache_mb, 0)):
+        if value < least:
+            raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
     console = Console()
     graph = load_graph(args.model, args.form)
     if args.stages > graph.num_nodes:  # before Ray starts: the solver actor would only say the same

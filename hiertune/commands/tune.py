@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hiertune.commands.common import add_runner_args
+from hiertune.plotting import plot_path
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fixed-length", action="store_true", help="ablation: no adaptive stopping")
     parser.add_argument("--no-subgraph-bandit", action="store_true", help="ablation: tasks round-robin")
-    parser.add_argument("--plot", default=None, help="PNG: tuning curve and per-task trial allocation")
+    parser.add_argument("--plot", type=plot_path, default=None, help="PNG: tuning curve and per-task trial allocation")
     add_runner_args(parser, default_records="runs/harl.jsonl")
 
 
