@@ -53,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HiertuneError as err:
         print(f"hiertune {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if err.filename is None:
+            raise  # not about a file the user named: keep the traceback
+        print(f"hiertune {args.command}: error: {err.filename}: {err.strerror}; check the path and its "
+              "permissions", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"hiertune {args.command}: interrupted; records written so far are kept", file=sys.stderr)
         return 130

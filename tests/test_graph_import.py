@@ -117,6 +117,23 @@ def test_plot_file_without_an_image_suffix_is_rejected_when_parsing(command, tmp
     assert not (tmp_path / "plan.txt").exists()
 
 
+def test_output_paths_that_cannot_be_written_fail_before_any_work(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    cases = [
+        (["partition", "--model", "vgg16", "--stages", "4", "--no-ray", "--out", str(blocker / "plan.json")],
+         "--out"),
+        (["partition", "--model", "vgg16", "--stages", "4", "--no-ray", "--out", str(tmp_path)], "is a folder"),
+        (["tune", "--workload", "GMM-S", "--trials", "2", "--no-ray", "--records", str(blocker / "r.jsonl")],
+         "--records"),
+    ]
+    for argv, expected in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing half-written
+
+
 def test_partition_command_window_kinds_reach_the_exact_optimum(tmp_path, capsys):
     plans = {}
     for window in ("adjacent", "any", None):  # None: gamma = inf, the exact ILP

@@ -21,13 +21,14 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from hiertune.commands.common import progress_bar, setup_runner, workload_from_args
+    from hiertune.commands.common import check_outputs, progress_bar, setup_runner, workload_from_args
     from hiertune.platform.curves import curve_table, plot_curves, tuning_curve
     from hiertune.platform.ms_baseline import TUNER, BaselineConfig, run_baseline
     from hiertune.platform.records import RecordStore
     from hiertune.platform.tvm_support import make_target
 
     console = Console()
+    check_outputs(args, "records", "plot")
     target = make_target(args.target)
     workload = workload_from_args(args, target)
     store = RecordStore(args.records)

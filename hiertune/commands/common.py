@@ -1,9 +1,10 @@
-"""Arguments and set-up shared by the tuning commands (target, runner, records, Ray)."""
+"""Arguments and set-up shared by the commands (target, runner, records, Ray, output files)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 from hiertune.errors import HiertuneError
@@ -20,6 +21,34 @@ def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None
                              "(0: one per node that has the target's resource; default: one runner)")
     parser.add_argument("--ray-address", default=None, help="Ray cluster to join (default: RAY_ADDRESS or local)")
     parser.add_argument("--no-ray", action="store_true", help="measure in this process instead of a Ray actor")
+
+
+def ensure_writable(path: str | Path, flag: str) -> Path:
+    """Create the folder of an output file and check it can be written, before the work whose
+    result it is to hold: a solve or a tuning run must not end in a write error."""
+    out = Path(path)
+    if out.is_dir():
+        raise HiertuneError(f"{flag} {out} is a folder; give a file name inside it")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise HiertuneError(f"{flag} {out}: cannot create its folder {out.parent} ({err.strerror}); choose another path") from None
+    existed = out.exists()
+    try:
+        with open(out, "a"):  # a real write test: permission bits say little to root or on /proc
+            pass
+    except OSError as err:
+        raise HiertuneError(f"{flag} {out} is not writable ({err.strerror}); choose another path") from None
+    if not existed:
+        out.unlink()
+    return out
+
+
+def check_outputs(args: argparse.Namespace, *names: str) -> None:
+    """ensure_writable for each named output argument that is set (names as in `args`)."""
+    for name in names:
+        if getattr(args, name, None):
+            ensure_writable(getattr(args, name), f"--{name}")
 
 
 def workload_from_args(args: argparse.Namespace, target: Any) -> Any:

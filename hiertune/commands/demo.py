@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from hiertune.commands.common import progress_bar
+    from hiertune.commands.common import ensure_writable, progress_bar
     from hiertune.envs.harl_search import TUNER as HARL, HarlConfig, HarlSearch
     from hiertune.envs.workloads import get_workload
     from hiertune.platform.apply import apply_best
@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     out = Path(args.out)
+    for name in ("harl.jsonl", "metaschedule.jsonl"):
+        ensure_writable(out / name, "--out")
     target = make_target(args.target)
     workload = get_workload(args.workload, target)
     console.print(f"[bold]hiertune demo[/]: {workload.name}, {args.trials} measured trials per tuner, {target.kind.name} ({target.attrs.get('mcpu', '')})")

@@ -10,6 +10,7 @@ import json
 import math
 from pathlib import Path
 
+from hiertune.commands.common import check_outputs
 from hiertune.errors import HiertuneError
 from hiertune.plotting import plot_path
 
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
     console = Console()
+    check_outputs(args, "out", "plot")
     graph = load_graph(args.model, args.form)
     if args.stages > graph.num_nodes:  # before Ray starts: the solver actor would only say the same
         raise HiertuneError(f"--stages {args.stages} must lie in 1..{graph.num_nodes} (the node count of {graph.name!r})")
@@ -107,7 +109,6 @@ def run(args: argparse.Namespace) -> int:
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         plan = plan_dict(
             graph, result.stages, args.stages, result.objectives,
             gamma=None if math.isinf(args.gamma) else args.gamma, solver=result.solver,

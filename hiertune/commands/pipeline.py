@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from tqdm import tqdm
 
+    from hiertune.commands.common import check_outputs
     from hiertune.errors import HiertuneError
     from hiertune.platform.pipeline import PipelineConfig, random_inputs, run_pipeline, run_whole_model
     from hiertune.platform.ray_runtime import init_ray
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.inputs < 1:
         raise HiertuneError(f"--inputs {args.inputs}: stream at least one input")
+    check_outputs(args, "json")
     remote_cluster = bool(os.environ.get("RAY_ADDRESS"))
     if args.device == "edgetpu" and not remote_cluster:
         from hiertune.platform.edgetpu import require_edgetpu_runtime

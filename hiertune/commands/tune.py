@@ -56,7 +56,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from hiertune.commands.common import progress_bar, setup_runner, workload_from_args
+    from hiertune.commands.common import check_outputs, progress_bar, setup_runner, workload_from_args
     from hiertune.envs.harl_search import HarlConfig, HarlSearch
     from hiertune.errors import HiertuneError
     from hiertune.platform.records import RecordStore
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
     )
     config.validate()
+    check_outputs(args, "records", "plot")
     console = Console()
     target = make_target(args.target)
     workload = workload_from_args(args, target)
