@@ -12,13 +12,12 @@ from collections.abc import Sequence
 
 from hiertune.errors import HiertuneError
 
-# subcommand -> (module, one-line help). A module that is not there yet is listed as unavailable.
+# subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("hiertune.commands.demo", "small end-to-end run: local Ray, CPU runner, a small GEMM"),
     "baseline": ("hiertune.commands.baseline", "MetaSchedule evolutionary search on a workload"),
     "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole network"),
     "apply": ("hiertune.commands.apply", "compile a workload with its best records and check it"),
-    "compare": ("hiertune.commands.compare", "tuning curves of several records files side by side"),
     "workloads": ("hiertune.commands.workloads", "list the operator suite and networks"),
     "partition": ("hiertune.commands.partition", "Inc-ILP pipeline partition of a DNN graph"),
     "pipeline": ("hiertune.commands.pipeline", "run a partitioned TFLite model as a pipeline of Ray actors"),
@@ -30,12 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hiertune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name != module_name:
-                raise
-            continue
+        module = importlib.import_module(module_name)
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         module.register(command_parser)
         command_parser.set_defaults(_run=module.run)
