@@ -9,6 +9,8 @@ after every case, so an interrupted run keeps what it measured (and `--resume` s
     python bench/incilp_vs_exact.py                 # all zoo models, K = 4, 5, 6, gamma = 0..10,
                                                     # initial plans: pointer net (headline), libcoral
     python bench/incilp_vs_exact.py --quick         # 3 small models, K = 4, 6, gamma 0, 5, 10
+    python bench/incilp_vs_exact.py --copies 4 ...  # each model chained 4 times: how the speed-up
+                                                    # grows with |V| beyond the zoo's sizes
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tqdm import tqdm
 
 from hiertune.plotting import pyplot, save_figure
 from hiertune.solvers.baselines import exact_partition, libcoral_partition
+from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.ilp import IlpConfig, evaluate_partition, prepare_graph, solve_partition
 from hiertune.solvers.incilp import WINDOW_KINDS, IncIlpConfig, default_scheduler, inc_ilp, initial_partition
 from hiertune.solvers.order_split import refine_cuts
@@ -54,6 +57,7 @@ class BenchConfig:
     # Inc-ILP start); without it, the paper's plain start
     initials: list[str] = field(default_factory=lambda: ["auto+cuts", "auto", "libcoral+cuts", "libcoral"])
     window: str = "adjacent"  # where re-opened nodes may go (IncIlpConfig.window)
+    copies: int = 1  # each model chained this many times (chained_copies)
     rounds: int = 1
     repeat: int = 3  # each timed solve runs this often; the fastest run counts (as timeit advises)
     out: Path = RESULTS / "incilp_vs_exact.json"
@@ -95,6 +99,26 @@ def _fastest(repeat: int, run, cpu_seconds=lambda result: result.cpu_seconds):
     return best
 
 
+def chained_copies(graph: OpGraph, copies: int) -> OpGraph:
+    """`copies` copies of the graph in a row: every sink of copy i feeds every source of copy
+    i + 1, each such edge carrying the model's input tensor (its largest source out-edge), as if
+    the next copy took an image-sized result. Real layers and real branching, at |V| the zoo does
+    not reach: where the exact ILP's time grows with the graph and the windows' does not."""
+    if copies == 1:
+        return graph
+    n, succ, pred = graph.num_nodes, graph.successors(), graph.predecessors()
+    sinks = [v for v in range(n) if not succ[v]]
+    sources = [v for v in range(n) if not pred[v]]
+    link_bytes = max((e.tensor_bytes for e in graph.edges if not pred[e.src]), default=0)
+    nodes, edges = [], []
+    for i in range(copies):
+        nodes += [OpNode(f"{v.name}#{i}", v.op, v.param_bytes) for v in graph.nodes]
+        edges += [Edge(e.src + i * n, e.dst + i * n, e.tensor_bytes) for e in graph.edges]
+        if i:
+            edges += [Edge(a + (i - 1) * n, b + i * n, link_bytes) for a in sinks for b in sources]
+    return OpGraph(f"{graph.name}x{copies}", nodes, edges, source=graph.source, dtype=graph.dtype)
+
+
 def _timed_initial(graph, k: int, wanted: str) -> tuple[list[int], str, float, float]:
     """The initial plan of `wanted` ("pointer", "libcoral+cuts", ...), its resolved name and the
     wall and CPU seconds it took (pointer-net inference, plus the exact cut placement)."""
@@ -110,7 +134,7 @@ def run_case(name: str, k: int, cfg: BenchConfig, prior_exact: dict[str, Any] | 
     """Exact ILP once; then, per initial-plan source, Inc-ILP at every gamma. Speed-ups use CPU
     time (the host is shared: wall time swings with other tenants' load); wall times are kept too.
     `prior_exact` reuses an earlier run's exact solve of the same case (same solver and limit)."""
-    graph = load_zoo_graph(name, cfg.form)
+    graph = chained_copies(load_zoo_graph(name, cfg.form), cfg.copies)
     prepare_graph(graph)  # memoised graph structures: built untimed, so neither side pays for them
     ilp = IlpConfig(solver=cfg.solver, time_limit_s=cfg.exact_time_limit_s, threads=cfg.threads)
     window_ilp = IlpConfig(solver=cfg.solver, time_limit_s=cfg.window_time_limit_s, threads=cfg.threads)
@@ -123,7 +147,7 @@ def run_case(name: str, k: int, cfg: BenchConfig, prior_exact: dict[str, Any] | 
     exact = prior_exact
     opt = tuple(exact["objectives"])
     case: dict[str, Any] = {
-        "model": name, "num_stages": k, "num_nodes": graph.num_nodes, "num_edges": len(graph.edges),
+        "model": name, "copies": cfg.copies, "num_stages": k, "num_nodes": graph.num_nodes, "num_edges": len(graph.edges),
         "longest_path": graph.longest_path_length(),
         "exact": exact,
         "libcoral": {"objectives": list(evaluate_partition(graph, libcoral, k, ilp.cache_bytes))},
@@ -301,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", choices=WINDOW_KINDS, default=BenchConfig.window,
                    help="where re-opened nodes may go: across their boundary (adjacent) or any stage")
     p.add_argument("--rounds", type=int, default=1, help="Inc-ILP window rounds (the paper: 1)")
+    p.add_argument("--copies", type=int, default=1,
+                   help="chain each model this many times (|V| x copies; copy i's outputs feed copy i+1)")
     p.add_argument("--repeat", type=int, default=BenchConfig.repeat,
                    help="runs per timed solve (exact and every window); the fastest counts")
     p.add_argument("--quick", action="store_true", help="3 small models, K = 4, 6, gamma 0, 5, 10, 60 s limit")
@@ -311,10 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replot", action="store_true",
                    help="no solving: recompute the summary keys of --out, redraw its PNG and tables")
     a = p.parse_args(argv)
+    if a.copies < 1:
+        p.error(f"--copies {a.copies}: chain each model at least once")
     cfg = BenchConfig(models=a.models, form=a.form, stages=a.stages,
                       gammas=[int(g) if g == int(g) else g for g in a.gammas], solver=a.solver,
                       exact_time_limit_s=a.time_limit, threads=a.threads, initials=a.initial,
-                      window=a.window, rounds=a.rounds, repeat=a.repeat, out=a.out, plot=a.plot or a.out.with_suffix(".png"),
+                      window=a.window, rounds=a.rounds, copies=a.copies, repeat=a.repeat, out=a.out, plot=a.plot or a.out.with_suffix(".png"),
                       resume=a.resume)
     if a.quick:
         cfg.models = cfg.models or QUICK_MODELS
@@ -334,12 +362,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg.out.write_text(json.dumps(doc, indent=1))
         return _report(console, doc["cases"], doc["config"]["gammas"], cfg)
     if cfg.resume and cfg.out.exists():
-        cases = [c for c in json.loads(cfg.out.read_text())["cases"] if c["model"] in models]
+        cases = [c for c in json.loads(cfg.out.read_text())["cases"]
+                 if c["model"] in models and c.get("copies", 1) == cfg.copies]
     done = {(c["model"], c["num_stages"]) for c in cases}
     todo = [(m, k) for m in models for k in cfg.stages if (m, k) not in done]
     prior: dict[tuple[str, int], dict[str, Any]] = {}
     if a.reuse_exact:
-        prior = {(c["model"], c["num_stages"]): c["exact"] for c in json.loads(a.reuse_exact.read_text())["cases"]}
+        prior = {(c["model"], c["num_stages"]): c["exact"] for c in json.loads(a.reuse_exact.read_text())["cases"]
+                 if c.get("copies", 1) == cfg.copies}  # the same graphs only
     _warm_up_solver(cfg.solver)
     started = time.time()
     for name, k in tqdm(todo, desc="model x K", unit="case"):
