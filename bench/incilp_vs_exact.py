@@ -286,6 +286,9 @@ def plot(cases: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> No
         ax.set_title(f"K={k}: optimality and speed-up vs gamma (Fig. 8)")
         lines = ax.get_lines() + ax2.get_lines()
         ax.legend(lines, [ln.get_label() for ln in lines], fontsize=7, loc="lower right")
+    copies = max((c.get("copies", 1) for c in cases), default=1)
+    if copies > 1:
+        fig.suptitle(f"every model chained {copies} times (--copies {copies})")
     save_figure(fig, path, dpi=110)
 
 
