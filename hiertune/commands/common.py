@@ -32,7 +32,9 @@ def ensure_writable(path: str | Path, flag: str) -> Path:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise HiertuneError(f"{flag} {out}: cannot create its folder {out.parent} ({err.strerror}); choose another path") from None
+        raise HiertuneError(
+            f"{flag} {out}: cannot create its folder {out.parent} ({err.strerror}); choose another path"
+        ) from None
     existed = out.exists()
     try:
         with open(out, "a"):  # a real write test: permission bits say little to root or on /proc

@@ -69,14 +69,17 @@ def run(args: argparse.Namespace) -> int:
         raise HiertuneError(f"--stages must be at least 1 (got {args.stages})")
     if args.time_limit <= 0:
         raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
-    for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1), ("--cache-mb", args.cache_mb, 0)):
+    for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1),
+                               ("--cache-mb", args.cache_mb, 0)):
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
     console = Console()
     check_outputs(args, "out", "plot")
     graph = load_graph(args.model, args.form)
     if args.stages > graph.num_nodes:  # before Ray starts: the solver actor would only say the same
-        raise HiertuneError(f"--stages {args.stages} must lie in 1..{graph.num_nodes} (the node count of {graph.name!r})")
+        raise HiertuneError(
+            f"--stages {args.stages} must lie in 1..{graph.num_nodes} (the node count of {graph.name!r})"
+        )
     cache = int(args.cache_mb * 1024**2)
     config = IncIlpConfig(
         gamma=args.gamma,
