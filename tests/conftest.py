@@ -1,8 +1,13 @@
-"""Shared fixtures: one lean local Ray per test session (Ray 2.60 has no local mode)."""
+"""Shared fixtures: one lean local Ray per test session (Ray 2.60 has no local mode), and the
+bench scripts as modules."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -10,6 +15,23 @@ from hiertune.platform.ray_runtime import RayConfig, apply_env_defaults, init_ra
 
 apply_env_defaults()
 os.environ.setdefault("TVM_NUM_THREADS", "1")
+
+BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
+
+
+def _import_bench(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCH_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def load_bench():
+    """`load_bench("incilp_vs_exact")`: a bench script imported as a module (bench/ is not a
+    package), so tests can check the functions its published numbers come from."""
+    return _import_bench
 
 
 @pytest.fixture(scope="session")

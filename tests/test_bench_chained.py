@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "incilp_vs_exact.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("incilp_vs_exact", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_chained_copies_is_one_dag_of_whole_copies_in_a_row():
+def test_chained_copies_is_one_dag_of_whole_copies_in_a_row(load_bench):
     from hiertune.solvers.ilp import solve_partition
     from hiertune.solvers.zoo import load_zoo_graph
 
-    bench = _bench()
+    bench = load_bench("incilp_vs_exact")
     graph = load_zoo_graph("mobilenet", "keras")
     assert bench.chained_copies(graph, 1) is graph
     chained = bench.chained_copies(graph, 3)

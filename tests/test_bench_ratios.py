@@ -7,23 +7,14 @@ geomeans skip missing values; the GEMM-L ratio uses numpy's best call.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "harl_vs_metaschedule.py"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("harl_vs_metaschedule", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def bench(load_bench):
+    return load_bench("harl_vs_metaschedule")
 
 
 def _run(curve, search_s_per_trial):

@@ -85,13 +85,14 @@ def plot_partition(graph: OpGraph, plans: dict[str, list[int]], num_stages: int,
 
     fig, (ax_mem, ax_nodes) = plt.subplots(1, 2, figsize=(12, 4.5))
     width = 0.8 / max(len(plans), 1)
-    tallest = cache_bytes / 1024**2
+    cache_mib = cache_bytes / 1024**2
+    tallest = cache_mib
     for i, (name, stages) in enumerate(plans.items()):
         mem = [m / 1024**2 for m in stage_param_bytes(graph, stages, num_stages)]
         ax_mem.bar([k + i * width for k in range(num_stages)], mem, width=width, label=name)
         tallest = max(tallest, *mem)
     ax_mem.set_ylim(0, tallest * 1.3)  # head-room: balanced plans fill the axes, the legend goes above them
-    ax_mem.axhline(cache_bytes / 1024**2, color="k", linestyle="--", linewidth=1, label="cache")
+    ax_mem.axhline(cache_mib, color="k", linestyle="--", linewidth=1, label="cache")
     ax_mem.set_xticks([k + (len(plans) - 1) * width / 2 for k in range(num_stages)], [str(k) for k in range(num_stages)])
     ax_mem.set_xlabel("stage")
     ax_mem.set_ylabel("parameter MiB")
