@@ -134,6 +134,19 @@ def test_output_paths_that_cannot_be_written_fail_before_any_work(tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing half-written
 
 
+def test_partition_command_offers_exactly_the_solver_window_kinds():
+    """The CLI spells the kinds out (importing the solver stack would slow `hiertune --help`
+    twentyfold); this keeps the two lists one list."""
+    import argparse
+
+    from hiertune.cli import build_parser
+    from hiertune.solvers.incilp import WINDOW_KINDS
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    window = next(a for a in sub.choices["partition"]._actions if a.dest == "window")
+    assert tuple(window.choices) == WINDOW_KINDS
+
+
 def test_partition_command_window_kinds_reach_the_exact_optimum(tmp_path, capsys):
     plans = {}
     for window in ("adjacent", "any", None):  # None: gamma = inf, the exact ILP
