@@ -96,7 +96,7 @@ def records_path(work: Path, workload: str, label: str, seed: int) -> Path:
 def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, runner: Any, work: Path,
               harl_options: dict[str, Any] | None = None, label: str | None = None) -> dict[str, Any]:
     """Tune `workload` with one tuner on the shared runner; its curve, best and time split."""
-    from hiertune.envs.harl_search import HarlConfig, HarlSearch
+    from hiertune.platform.harl_search import HarlConfig, HarlSearch
     from hiertune.platform.curves import tuning_curve
     from hiertune.platform.ms_baseline import BaselineConfig, run_baseline
     from hiertune.platform.records import RecordStore
@@ -139,8 +139,8 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
 def run_pair(workload_name: str, trials: int, seed: int, runner: Any, work: Path, elite: float,
              target: Any = None, harl_first: bool = True) -> dict[str, Any]:
     """HARL and MetaSchedule on one workload, same runner and budget, one after the other."""
-    from hiertune.envs.workloads import get_workload
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads import get_workload
+    from hiertune.workloads.tvm_support import make_target
 
     target = target if target is not None else make_target("llvm")
     workload = get_workload(workload_name, target)
@@ -315,10 +315,10 @@ def summarise(summary: dict[str, Any]) -> None:
 
 
 def run_suite(args: argparse.Namespace) -> dict[str, Any]:
-    from hiertune.envs.workloads import get_workload
+    from hiertune.workloads import get_workload
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     suite = SUITES[args.suite]
     if args.trials_override:

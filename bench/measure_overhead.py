@@ -29,10 +29,10 @@ def main() -> None:
     from rich.table import Table
 
     from hiertune.envs.schedule_space import ScheduleSpace
-    from hiertune.envs.workloads import get_workload
+    from hiertune.workloads import get_workload
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import MeasureInput, Measurer, RunnerConfig, create_runner
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     config = RunnerConfig(num_cpus=1)
     target = make_target(config.target, num_cores=1)

@@ -57,10 +57,10 @@ def remeasure(task: str, paths: dict[str, str], threads: int, rounds: int) -> di
     from threadpoolctl import threadpool_limits
     from tvm.s_tir import meta_schedule as ms
 
-    from hiertune.envs.workloads import estimate_flops
+    from hiertune.workloads import estimate_flops
     from hiertune.platform.apply import _random_args
     from hiertune.platform.records import RecordStore
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     target = make_target("llvm", num_cores=threads)
     dev = tvm.cpu()
@@ -121,9 +121,9 @@ def remeasure_network(name: str, paths: dict[str, str], threads: int, rounds: in
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
-    from hiertune.envs.networks import relax_module
+    from hiertune.workloads.networks import relax_module
     from hiertune.platform.records import RecordStore
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     target = make_target("llvm", num_cores=threads)
     dev = tvm.cpu()
@@ -167,7 +167,7 @@ def main() -> None:
 
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from hiertune.platform.tvm_support import prepare_tvm
+    from hiertune.workloads.tvm_support import prepare_tvm
 
     prepare_tvm()
     with threadpool_limits(limits=args.threads):

@@ -45,9 +45,9 @@ PROJECTED_NODES = (1, 2, 8, 32, 128)
 def candidates(count: int, seed: int) -> list:
     """`count` distinct random schedules of GMM-S (random fills of its sketches)."""
     from hiertune.envs.schedule_space import ScheduleSpace
-    from hiertune.envs.workloads import get_workload
+    from hiertune.workloads import get_workload
     from hiertune.platform.runners import MeasureInput
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     target = make_target("llvm", num_cores=1)
     space = ScheduleSpace(get_workload("GMM-S").tasks[0].mod, target, seed=seed)

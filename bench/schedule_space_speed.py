@@ -119,7 +119,7 @@ def main() -> None:
     from tvm.s_tir.meta_schedule.testing.te_workload import create_te_workload
 
     from hiertune.envs.schedule_space import ScheduleSpace
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     target = make_target("llvm")
     rows = []

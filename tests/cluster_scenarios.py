@@ -35,9 +35,9 @@ START_S = 240  # a runner imports TVM as it starts: slow when 3 start at once on
 def gemm_inputs(count: int) -> list:
     from tvm.s_tir import meta_schedule as ms
 
-    from hiertune.envs.workloads import get_workload
+    from hiertune.workloads import get_workload
     from hiertune.platform.runners import MeasureInput
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     mod = get_workload("GMM-S").tasks[0].mod
     ctx = ms.TuneContext(mod=mod, target=make_target("llvm", num_cores=1), space_generator="post-order-apply",

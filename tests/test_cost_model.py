@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from hiertune.platform.tvm_support import make_target, prepare_tvm
+from hiertune.workloads.tvm_support import make_target, prepare_tvm
 from hiertune.policies.cost_model import CostModel, neutral_score, relative_improvement, top_k_unmeasured
 
 prepare_tvm()

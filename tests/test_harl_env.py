@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from hiertune.envs.harl_search import HarlConfig, HarlSearch
-from hiertune.envs.workloads import get_workload
+from hiertune.platform.harl_search import HarlConfig, HarlSearch
+from hiertune.workloads import get_workload
 from hiertune.platform.records import RecordStore
-from hiertune.platform.tvm_support import make_target
+from hiertune.workloads.tvm_support import make_target
 from hiertune.policies.ppo_editor import PPO_MODULE, SKETCH_MODULE, SUBGRAPH_MODULE
 
 
@@ -88,7 +88,7 @@ def test_track_actions_respect_the_mask(search: HarlSearch) -> None:
 
 def test_similar_tasks_share_a_group() -> None:
     """Ansor's forward term compares a task with similar ones: same operator chain, any shape."""
-    from hiertune.envs.harl_search import task_group
+    from hiertune.platform.harl_search import task_group
 
     assert task_group("fused_conv2d1_add_relu") == task_group("fused_conv2d_add_relu") == "conv2d_add_relu"
     assert task_group("fused_matmul_add1") != task_group("fused_conv2d_add_relu")

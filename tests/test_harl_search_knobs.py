@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from hiertune.envs.harl_search import HarlConfig, HarlSearch
-from hiertune.envs.workloads import get_workload
+from hiertune.platform.harl_search import HarlConfig, HarlSearch
+from hiertune.workloads import get_workload
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import RecordStore
-from hiertune.platform.tvm_support import make_target
+from hiertune.workloads.tvm_support import make_target
 from hiertune.policies.sw_ucb import SlidingWindow
 
 

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from hiertune.commands.tune import plot_run, task_table
-from hiertune.envs.harl_search import TUNER, HarlConfig, HarlSearch
-from hiertune.envs.workloads import Workload, get_workload, operator_task
+from hiertune.platform.harl_search import TUNER, HarlConfig, HarlSearch
+from hiertune.workloads import Workload, get_workload
+from hiertune.workloads.operators import operator_task
 from hiertune.platform.records import RecordStore
 from hiertune.platform.runners import RunnerConfig, create_runner
-from hiertune.platform.tvm_support import make_target
+from hiertune.workloads.tvm_support import make_target
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hiertune.errors import HiertuneError, ResourceUnavailableError
-from hiertune.platform.tvm_support import make_target, prepare_tvm
+from hiertune.workloads.tvm_support import make_target, prepare_tvm
 
 prepare_tvm()
 
@@ -21,7 +21,7 @@ import tvm  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
-from hiertune.envs.workloads import get_workload  # noqa: E402
+from hiertune.workloads import get_workload  # noqa: E402
 from hiertune.platform.ms_baseline import BaselineConfig, run_baseline  # noqa: E402
 from hiertune.platform.records import RecordStore  # noqa: E402
 from hiertune.platform.runners import MeasureInput, Measurer, RunnerConfig, create_runner  # noqa: E402

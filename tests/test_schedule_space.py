@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hiertune.envs import edit_actions as ea
-from hiertune.platform.tvm_support import make_target, prepare_tvm
+from hiertune.workloads.tvm_support import make_target, prepare_tvm
 
 prepare_tvm()
 

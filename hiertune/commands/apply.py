@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from hiertune.errors import HiertuneError
     from hiertune.platform.apply import apply_best
     from hiertune.platform.records import RecordStore
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     if not Path(args.records).exists():
         raise HiertuneError(f"--records {args.records} does not exist; run `hiertune tune` or `hiertune baseline` first")

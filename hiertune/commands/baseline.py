@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from hiertune.platform.curves import curve_table, plot_curves, tuning_curve
     from hiertune.platform.ms_baseline import TUNER, BaselineConfig, run_baseline
     from hiertune.platform.records import RecordStore
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     console = Console()
     check_outputs(args, "records", "plot")

@@ -54,7 +54,7 @@ def check_outputs(args: argparse.Namespace, *names: str) -> None:
 
 
 def workload_from_args(args: argparse.Namespace, target: Any) -> Any:
-    from hiertune.envs.workloads import get_workload
+    from hiertune.workloads import get_workload
 
     name = getattr(args, "network", None) or getattr(args, "workload", None)
     if not name:

@@ -24,15 +24,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from hiertune.commands.common import ensure_writable, progress_bar
-    from hiertune.envs.harl_search import TUNER as HARL, HarlConfig, HarlSearch
-    from hiertune.envs.workloads import get_workload
+    from hiertune.platform.harl_search import TUNER as HARL, HarlConfig, HarlSearch
+    from hiertune.workloads import get_workload
     from hiertune.platform.apply import apply_best
     from hiertune.platform.curves import plot_curves, tuning_curve
     from hiertune.platform.ms_baseline import TUNER as MS, BaselineConfig, run_baseline
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.records import RecordStore
     from hiertune.platform.runners import RunnerConfig, create_runner
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     console = Console()
     out = Path(args.out)

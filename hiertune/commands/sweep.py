@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"reference: exact ILP {list(reference)} in {seconds:.2f} s"
                       + ("" if proven else " [yellow](time limit hit: best found, not proven optimal)[/]"))
     else:
-        from hiertune.envs.workloads import get_workload
+        from hiertune.workloads import get_workload
 
         get_workload(config.workload)  # a bad name fails here, not in every trial
     init_ray(RayConfig(address=args.ray_address))

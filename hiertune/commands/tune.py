@@ -57,10 +57,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hiertune.commands.common import check_outputs, progress_bar, setup_runner, workload_from_args
-    from hiertune.envs.harl_search import HarlConfig, HarlSearch
+    from hiertune.platform.harl_search import HarlConfig, HarlSearch
     from hiertune.errors import HiertuneError
     from hiertune.platform.records import RecordStore
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     config = HarlConfig(
         trials=args.trials, c=args.c, tau=args.tau, lam=args.lam, rho=args.rho, tracks=args.tracks,
@@ -115,7 +115,7 @@ def task_table(workload: Any, store: Any, first_batch: int) -> Any:
     """Per task: weight, trials given, best latency, speed-up of the best over the first batch."""
     from rich.table import Table
 
-    from hiertune.envs.harl_search import TUNER
+    from hiertune.platform.harl_search import TUNER
 
     table = Table(title=f"HARL on {workload.name}")
     for column in ("task", "weight", "trials", "best (ms)", "GFLOPS", "speed-up vs first batch"):
@@ -139,7 +139,7 @@ def plot_run(workload: Any, store: Any, path: str) -> Path:
     plt = pyplot()
     import numpy as np
 
-    from hiertune.envs.harl_search import TUNER
+    from hiertune.platform.harl_search import TUNER
     from hiertune.platform.curves import tuning_curve
 
     points = tuning_curve(

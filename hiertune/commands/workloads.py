@@ -13,8 +13,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from hiertune.envs.workloads import NETWORKS, list_workloads, operator_task
-    from hiertune.platform.tvm_support import prepare_tvm
+    from hiertune.workloads import BUILTIN_NETWORKS, list_workloads
+    from hiertune.workloads.operators import operator_task
+    from hiertune.workloads.tvm_support import prepare_tvm
 
     prepare_tvm()
     table = Table(title="workloads")
@@ -22,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("kind")
     table.add_column("MFLOP", justify="right")
     for name in list_workloads():
-        network = name in NETWORKS
+        network = name in BUILTIN_NETWORKS
         mflop = "" if network or not args.flops else f"{operator_task(name).flops / 1e6:.1f}"
         table.add_row(name, "network" if network else "operator", mflop)
     Console().print(table)

@@ -182,7 +182,7 @@ class ScheduleSpace:
     action_dim = ACTION_DIM
 
     def __init__(self, mod: Any, target: Any, *, seed: int = 0, config: SpaceConfig | None = None) -> None:
-        from hiertune.platform.tvm_support import prepare_tvm
+        from hiertune.workloads.tvm_support import prepare_tvm
 
         prepare_tvm()
         import tvm

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hiertune.envs.workloads import Workload
+from hiertune.workloads import Workload
 from hiertune.platform.records import RecordStore
 from hiertune.platform.runners import MeasureRunner
 

@@ -68,7 +68,7 @@ class Measurer:
     """Builds and times candidates in this process (or in the actor this class becomes)."""
 
     def __init__(self, config: RunnerConfig) -> None:
-        from hiertune.platform.tvm_support import fast_build, make_target, prepare_tvm
+        from hiertune.workloads.tvm_support import fast_build, make_target, prepare_tvm
 
         self.config = config
         if config.device == "cpu":

@@ -108,7 +108,7 @@ def parse_param(kind: str, text: str) -> ParamSpec:
 
 def check_values(kind: str, name: str, values: list[float | int]) -> None:
     """Reject values the tuner itself would refuse, before any trial starts."""
-    from hiertune.envs.harl_search import HarlConfig
+    from hiertune.platform.harl_search import HarlConfig
 
     for value in values:
         if kind == "incilp":
@@ -212,11 +212,11 @@ def harl_session(config: dict[str, Any], workload: str, target: str, trials: int
     """A short HARL run in this trial's process; reports the best weighted latency every round."""
     from ray import tune
 
-    from hiertune.envs.harl_search import HarlConfig, HarlSearch
-    from hiertune.envs.workloads import get_workload
+    from hiertune.platform.harl_search import HarlConfig, HarlSearch
+    from hiertune.workloads import get_workload
     from hiertune.platform.records import RecordStore
     from hiertune.platform.runners import MeasureRunner, RunnerConfig
-    from hiertune.platform.tvm_support import make_target
+    from hiertune.workloads.tvm_support import make_target
 
     trial_dir = Path(tune.get_context().get_trial_dir())
     tvm_target = make_target(target, num_cores=runner_cores) if target == "llvm" else make_target(target)

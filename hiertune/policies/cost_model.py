@@ -58,7 +58,7 @@ class CostModel:
     """XGBoost cost model over schedule states; `update` with measurements, `predict` scores."""
 
     def __init__(self, config: CostModelConfig | None = None) -> None:
-        from hiertune.platform.tvm_support import prepare_tvm
+        from hiertune.workloads.tvm_support import prepare_tvm
 
         prepare_tvm()
         from tvm.s_tir import meta_schedule as ms

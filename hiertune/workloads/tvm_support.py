@@ -1,6 +1,6 @@
 """TVM set-up that every TVM-side module goes through: fast imports, targets, a build that fits timeouts.
 
-Two measured problems on these machines (see shared NOTES):
+Two measured problems on these machines (see measured on 2-core hosts):
 * `import tvm.s_tir.tensor_intrin` takes ~60 s because TVMScript's decorators call
   `inspect.stack()`, which resolves a module for every frame; a frame walk that reads only the
   source line costs ~3 s. `prepare_tvm()` does that import once with the cheap walk.

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from hiertune.envs.harl_env import HarlEnv, HarlEnvConfig
-from hiertune.envs.workloads import Workload
+from hiertune.workloads import Workload
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
 from hiertune.platform.runners import MeasureInput, MeasureResult

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiertune.envs.workloads import Task, estimate_flops
+from hiertune.workloads.tasks import Task, estimate_flops
 from hiertune.errors import HiertuneError
 
 

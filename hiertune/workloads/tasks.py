@@ -1,0 +1,51 @@
+"""Tuning tasks as plain data: a TIR function, how often it runs, and its FLOPs.
+
+Every source of work (an operator, a built-in network, a user's model) ends as a `Workload`, so the
+tuners above never need to know where the tasks came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The built-in networks (`hiertune.workloads.networks`); a one-task network is still a network.
+BUILTIN_NETWORKS = ("resnet18", "resnet50", "tiny-convnet")
+
+
+@dataclass
+class Task:
+    """One tuning task: a TIR function and how often it appears in the workload."""
+
+    name: str
+    mod: Any  # tvm.IRModule with a single "main" PrimFunc
+    weight: int
+    flops: float
+
+
+@dataclass
+class Workload:
+    name: str
+    tasks: list[Task]
+
+    @property
+    def is_network(self) -> bool:
+        return len(self.tasks) > 1 or self.name in BUILTIN_NETWORKS
+
+    @property
+    def task_flops(self) -> dict[str, float]:
+        """FLOPs per task name: curves turn latencies into GFLOPS with it."""
+        return {t.name: t.flops for t in self.tasks}
+
+    @property
+    def task_weights(self) -> dict[str, int]:
+        """How often each task runs in one pass of the workload: network latency sums by it."""
+        return {t.name: t.weight for t in self.tasks}
+
+
+def estimate_flops(mod: Any) -> float:
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    return float(estimate_tir_flops(mod))
+
+
