@@ -34,6 +34,32 @@ def load_bench():
     return _import_bench
 
 
+def harl_config(**settings):
+    """A HarlConfig from flat names (`tracks=4`, `epsilon=0.0`): each is looked up in the config's
+    sections, so tests read as short as the knobs they set."""
+    import dataclasses
+
+    from hiertune.configs import with_overrides
+    from hiertune.platform.harl_search import HarlConfig
+
+    config = HarlConfig()
+    paths = {f.name: f.name for f in dataclasses.fields(config) if not dataclasses.is_dataclass(getattr(config, f.name))}
+    for section in dataclasses.fields(config):
+        value = getattr(config, section.name)
+        if dataclasses.is_dataclass(value):
+            for f in dataclasses.fields(value):  # a name in two places means the first (seed: the run's)
+                paths.setdefault(f.name, f"{section.name}.{f.name}")
+    unknown = set(settings) - set(paths)
+    assert not unknown, f"no HarlConfig setting {unknown}"
+    return with_overrides(config, {paths[name]: value for name, value in settings.items()})
+
+
+@pytest.fixture(scope="session")
+def make_harl_config():
+    """`make_harl_config(tracks=4, lam=3)`: see `harl_config`."""
+    return harl_config
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """A local Ray with 2 CPUs and one declared `edgetpu` (or the cluster at RAY_ADDRESS)."""

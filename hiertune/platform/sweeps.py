@@ -25,10 +25,11 @@ SEARCHES = ("grid", "random", "optuna")
 INCILP_PENALTY_S = 1000.0
 HARL_FAILED_MS = 1e9  # a session that measured nothing valid
 
-# parameter name -> (type, HarlConfig field / meaning)
+# parameter name -> (type, HarlConfig field as section.field / meaning)
 HARL_PARAMS: dict[str, tuple[type, str]] = {
-    "c": (float, "c"), "tau": (int, "tau"), "lambda": (int, "lam"), "rho": (float, "rho"),
-    "tracks": (int, "tracks"), "topk": (int, "topk"), "max_steps": (int, "max_steps"),
+    "c": (float, "bandit.c"), "tau": (int, "bandit.tau"), "lambda": (int, "episode.lam"),
+    "rho": (float, "episode.rho"), "tracks": (int, "episode.tracks"), "topk": (int, "candidates.topk"),
+    "max_steps": (int, "episode.max_steps"),
 }
 INCILP_PARAMS: dict[str, tuple[type, str]] = {"gamma": (float, "gamma")}
 PARAMS = {"harl": HARL_PARAMS, "incilp": INCILP_PARAMS}
@@ -106,6 +107,16 @@ def parse_param(kind: str, text: str) -> ParamSpec:
     return ParamSpec(name, values=values, kind=typ)
 
 
+def harl_config(base: Any, params: dict[str, Any]) -> Any:
+    """`base` (a HarlConfig) with the swept parameters set; fewer tracks lower the minimum with them."""
+    from hiertune.configs import with_overrides
+
+    config = with_overrides(base, {HARL_PARAMS[k][1]: v for k, v in params.items() if k in HARL_PARAMS})
+    if config.episode.min_tracks > config.episode.tracks:
+        config = with_overrides(config, {"episode.min_tracks": config.episode.tracks})
+    return config
+
+
 def check_values(kind: str, name: str, values: list[float | int]) -> None:
     """Reject values the tuner itself would refuse, before any trial starts."""
     from hiertune.platform.harl_search import HarlConfig
@@ -115,9 +126,7 @@ def check_values(kind: str, name: str, values: list[float | int]) -> None:
             if value < 0:
                 raise HiertuneError(f"--param gamma={value}: gamma must be >= 0 (or 'inf' for the exact ILP)")
             continue
-        config = HarlConfig(**{HARL_PARAMS[name][1]: value})
-        if name == "tracks":
-            config.min_tracks = min(config.min_tracks, int(value))
+        config = harl_config(HarlConfig(), {name: value})
         try:
             config.validate()
         except HiertuneError as err:
@@ -220,9 +229,7 @@ def harl_session(config: dict[str, Any], workload: str, target: str, trials: int
 
     trial_dir = Path(tune.get_context().get_trial_dir())
     tvm_target = make_target(target, num_cores=runner_cores) if target == "llvm" else make_target(target)
-    knobs = {HARL_PARAMS[k][1]: v for k, v in config.items() if k in HARL_PARAMS}
-    harl = HarlConfig(trials=trials, seed=seed, **knobs)
-    harl.min_tracks = min(harl.min_tracks, harl.tracks)
+    harl = harl_config(HarlConfig(trials=trials, seed=seed), config)
     device = "gpu" if tvm_target.kind.name == "cuda" else "cpu"
     runner = MeasureRunner(RunnerConfig(target=target, device=device, num_cpus=runner_cores,
                                         work_dir=str(trial_dir / "tmp")), use_ray=False)
