@@ -35,8 +35,8 @@ def load_bench():
 
 
 def harl_config(**settings):
-    """A HarlConfig from flat names (`tracks=4`, `epsilon=0.0`): each is looked up in the config's
-    sections, so tests read as short as the knobs they set."""
+    """A HarlConfig from flat names (`tracks=4`, `epsilon=0.0`), each looked up in the config's
+    sections, so tests read as short as the knobs they set (`from conftest import harl_config`)."""
     import dataclasses
 
     from hiertune.configs import with_overrides
@@ -52,12 +52,6 @@ def harl_config(**settings):
     unknown = set(settings) - set(paths)
     assert not unknown, f"no HarlConfig setting {unknown}"
     return with_overrides(config, {paths[name]: value for name, value in settings.items()})
-
-
-@pytest.fixture(scope="session")
-def make_harl_config():
-    """`make_harl_config(tracks=4, lam=3)`: see `harl_config`."""
-    return harl_config
 
 
 @pytest.fixture(scope="session")
