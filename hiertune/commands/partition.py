@@ -37,7 +37,7 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="Inc-ILP window half-width in ASAP levels; 'inf' solves the exact ILP")
     parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat"), default="auto",
                         help="auto: Gurobi when the model fits its licence, else CP-SAT")
-    parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default="best",
+    parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default=None,
                         help="initial plan: best = the better of the pointer net's and libcoral's; "
                              "auto = the pointer net, falling back to libcoral's split")
     parser.add_argument("--window", choices=("adjacent", "any"), default="adjacent",
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     cache = int(args.cache_mb * 1024**2)
     config = IncIlpConfig(
         gamma=args.gamma,
-        initial=args.initial,
+        **({"initial": args.initial} if args.initial else {}),  # unset: IncIlpConfig's default
         window=args.window,
         rounds=args.rounds,
         refine_cuts=not args.no_refine_cuts,
@@ -128,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _solve(graph, num_stages, config, no_ray: bool):
-    from hiertune.solvers.incilp import inc_ilp
-
     if no_ray:
-        return inc_ilp(graph, num_stages, config)
+        from hiertune.platform.solver_actor import pointer_inc_ilp
+
+        return pointer_inc_ilp(graph, num_stages, config)
     import ray
 
     from hiertune.platform.ray_runtime import RayConfig, init_ray

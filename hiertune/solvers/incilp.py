@@ -16,12 +16,10 @@ everything to every stage: the exact ILP.
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
@@ -36,21 +34,22 @@ from hiertune.solvers.ilp import (
     solve_partition,
 )
 
-log = logging.getLogger(__name__)
-
 INITIAL_SOURCES = ("auto", "best", "pointer", "libcoral", "given")
 WINDOW_KINDS = ("adjacent", "any")
 
 
 class Scheduler(Protocol):
+    """A pre-scheduler (the pointer net, injected by the layers above): a valid plan of every node."""
+
     def partition(self, graph: OpGraph, num_stages: int) -> list[int]: ...
 
 
 @dataclass
 class IncIlpConfig:
     """gamma: window half-width in ASAP levels (math.inf = exact ILP). initial: where the initial
-    plan comes from (`auto` = the pointer net when its checkpoint loads, else the plan passed in,
-    else libcoral's split; `best` = the better of those). window: where a re-opened node may go.
+    plan comes from (`best`, the default = the lexicographically best of the scheduler's plan when
+    a scheduler is passed, the plan passed in and libcoral's split; `auto` = the scheduler's plan,
+    else the plan passed in, else libcoral's split). window: where a re-opened node may go.
     `adjacent` (default): across the boundaries whose window holds it, to the stages beside them.
     `any`: any stage its fixed neighbours allow. Measured on the zoo at gamma = 10 (42 cases, one
     run): from the default start (exact cuts) both reach the optimum in 42/42, and `adjacent` solves
@@ -61,7 +60,7 @@ class IncIlpConfig:
     plan's cuts exactly along its order first (never worse than the plan; see the module docstring)."""
 
     gamma: float = 10
-    initial: str = "auto"
+    initial: str = "best"
     window: str = "adjacent"
     rounds: int = 1
     refine_cuts: bool = True
@@ -94,25 +93,14 @@ class IncIlpResult:
         return self.solve_seconds + self.init_seconds
 
 
-@functools.lru_cache(maxsize=1)
-def default_scheduler() -> Any | None:
-    """The shipped pointer net, or None when it is not importable or has no checkpoint yet."""
-    try:
-        from hiertune.policies.pointer_net import load_default_scheduler
-
-        return load_default_scheduler()
-    except (ImportError, HiertuneError, OSError) as err:
-        log.info("pointer net unavailable (%s); Inc-ILP starts from another plan", err)
-        return None
-
-
 def initial_partition(
     graph: OpGraph, num_stages: int, source: str = "auto", given: list[int] | None = None,
     scheduler: Scheduler | None = None, cache_bytes: int = EDGE_TPU_CACHE_BYTES,
 ) -> tuple[list[int], str]:
     """The initial plan and where it came from. `best` takes the lexicographically better of the
-    pointer net's plan (when available), the given plan and libcoral's split (cheap insurance
-    against a weak pre-scheduler)."""
+    scheduler's plan (when one is passed), the given plan and libcoral's split (cheap insurance
+    against a weak pre-scheduler). The scheduler comes from the caller: this layer knows no
+    pointer net (`policies.pointer_net.default_scheduler` is the usual one)."""
     if source not in INITIAL_SOURCES:
         raise HiertuneError(f"initial plan source {source!r} is unknown; use one of {', '.join(INITIAL_SOURCES)}")
     if source == "best":
@@ -120,9 +108,8 @@ def initial_partition(
         if given is not None:
             check_partition(graph, given, num_stages)
             candidates.append((list(given), "given"))
-        sched = scheduler or default_scheduler()
-        if sched is not None:
-            stages = sched.partition(graph, num_stages)
+        if scheduler is not None:
+            stages = scheduler.partition(graph, num_stages)
             check_partition(graph, stages, num_stages)
             candidates.append((stages, "pointer"))
         return min(candidates, key=lambda c: evaluate_partition(graph, c[0], num_stages, cache_bytes))
@@ -132,15 +119,15 @@ def initial_partition(
         check_partition(graph, given, num_stages)
         return list(given), "given"
     if source in ("auto", "pointer"):
-        sched = scheduler or default_scheduler()
-        if sched is not None:
-            stages = sched.partition(graph, num_stages)
+        if scheduler is not None:
+            stages = scheduler.partition(graph, num_stages)
             check_partition(graph, stages, num_stages)
             return stages, "pointer"
         if source == "pointer":
             raise HiertuneError(
-                "the pointer-net checkpoint is not available; train it "
-                "(python -m hiertune.policies.train_pointer_net) or use initial='libcoral'"
+                "initial='pointer' needs a pre-scheduler and none was passed (the pointer-net "
+                "checkpoint may be missing: train it with python -m hiertune.policies.train_pointer_net); "
+                "or use initial='libcoral'"
             )
         if given is not None:
             check_partition(graph, given, num_stages)
