@@ -29,7 +29,7 @@ def _gamma(text: str) -> float:
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
-                        help="zoo model name (e.g. resnet152), a graph .json or a .tflite file")
+                        help="zoo model name (e.g. resnet152), a graph .json, a .tflite or an .onnx file")
     parser.add_argument("--form", choices=("keras", "tflite"), default="keras",
                         help="graph form of a zoo model: Keras layers (the paper's |V|) or TFLite ops")
     parser.add_argument("--stages", type=int, default=6, help="number of pipeline stages (Edge TPUs)")
