@@ -12,6 +12,12 @@ the latest ASAP level of a sink; every node whose level lies within `gamma` of t
 re-opened: it may move across that boundary, to stage b or b+1 (`window="adjacent"`, the
 default), or to any stage its fixed neighbours allow (`window="any"`). gamma = inf re-opens
 everything to every stage: the exact ILP.
+
+Levels are ASAP levels from the graph's main input, except for the nodes that input does not
+reach (weights given as separate source nodes, constants and their preprocessing): ASAP puts
+all of those at level 0, so one weight edge crossing a late boundary would stretch its window
+back to the graph's start. They sit one level before their earliest consumer instead
+(`window_levels`), which is where they act.
 """
 
 from __future__ import annotations
@@ -135,11 +141,39 @@ def initial_partition(
     return libcoral_partition(graph, num_stages), "libcoral"
 
 
+def window_levels(graph: OpGraph) -> list[int]:
+    """ASAP levels for the nodes reachable from the main input (the source with the longest path
+    below it), and for every other node one level before its earliest consumer (see the module
+    docstring); still increasing along every edge."""
+    return graph.memo("incilp.window_levels", _window_levels)
+
+
+def _window_levels(graph: OpGraph) -> list[int]:
+    asap = graph.asap_levels()
+    order = graph.topological_order()
+    succ = graph.successors()
+    depth = [0] * graph.num_nodes  # longest path from the node down to a sink
+    for v in reversed(order):
+        depth[v] = 1 + max((depth[w] for w in succ[v]), default=0)
+    sources = [v for v in order if not graph.predecessors()[v]]
+    driven = [False] * graph.num_nodes
+    driven[max(sources, key=lambda v: depth[v])] = True
+    for v in order:
+        if driven[v]:
+            for w in succ[v]:
+                driven[w] = True
+    level = list(asap)
+    for v in reversed(order):
+        if not driven[v] and succ[v]:
+            level[v] = min(level[w] for w in succ[v]) - 1
+    return level
+
+
 def boundary_windows(graph: OpGraph, stages: list[int], gamma: float) -> dict[int, set[int]]:
     """Per boundary b of `stages`: the nodes re-opened around it (see the module docstring)."""
     if gamma < 0:
         raise HiertuneError(f"gamma must be >= 0 (got {gamma}); use math.inf for the exact ILP")
-    level = graph.asap_levels()
+    level = window_levels(graph)
     ranges: dict[int, tuple[int, int]] = {}
     for e in graph.edges:
         for b in range(stages[e.src], stages[e.dst]):  # the edge crosses boundaries src..dst-1
