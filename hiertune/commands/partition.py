@@ -35,8 +35,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stages", type=int, default=6, help="number of pipeline stages (Edge TPUs)")
     parser.add_argument("--gamma", type=_gamma, default=10.0,
                         help="Inc-ILP window half-width in ASAP levels; 'inf' solves the exact ILP")
-    parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat"), default="auto",
-                        help="auto: Gurobi when the model fits its licence, else CP-SAT")
+    parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat", "ideal-dp"), default="auto",
+                        help="auto: Gurobi when the model fits its licence, else CP-SAT; ideal-dp: the exact "
+                             "DP over the graph's ideals (whole graph only, with --gamma inf; fast on narrow graphs)")
     parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default=None,
                         help="initial plan: best = the better of the pointer net's and libcoral's; "
                              "auto = the pointer net, falling back to libcoral's split")
@@ -73,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
                                ("--cache-mb", args.cache_mb, 0)):
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
+    if args.solver == "ideal-dp" and not math.isinf(args.gamma):
+        raise HiertuneError("--solver ideal-dp solves the whole graph exactly: pass --gamma inf with it "
+                            "(an Inc-ILP window needs an ILP solver: cpsat, gurobi, highs)")
     console = Console()
     check_outputs(args, "out", "plot")
     graph = load_graph(args.model, args.form)
