@@ -52,6 +52,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole ILP solve")
     parser.add_argument("--threads", type=int, default=1, help="solver threads")
     parser.add_argument("--cache-mb", type=float, default=8.0, help="parameter cache per stage, MiB")
+    parser.add_argument("--prove", action="store_true",
+                        help="after the plan: solve the whole model with the plan as a complete start and "
+                             "cold (time to proof of each), and the ideal DP where the graph is narrow")
     parser.add_argument("--out", type=Path, help="write the plan (node name -> stage, objectives) as JSON")
     parser.add_argument("--plot", type=plot_path, help="write a PNG of the partition")
     parser.add_argument("--no-ray", action="store_true", help="solve in this process instead of a Ray actor")
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                               f"{graph.name}: Inc-ILP plan, {args.stages} stages"))
     status = ("optimal" if math.isinf(args.gamma) else "window optimum") if result.optimal else "best in time"
     rows = [
-        ("Inc-ILP" if not math.isinf(args.gamma) else "exact ILP", result.objectives, status),
+        ("Inc-ILP" if not math.isinf(args.gamma) else f"exact ({result.solver})", result.objectives, status),
         (f"initial ({result.initial_source})", result.initial_objectives, "no ILP"),
         ("libcoral split", libcoral_obj, "Edge TPU"),
     ]
@@ -115,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{graph.num_nodes} nodes, {result.num_vars} variables; initial plan {result.init_seconds:.2f} s")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
+    proven = dict(zip(("peak", "off-cache", "comm"), result.proven))
+    console.print("globally optimal: " + ("proven on all three objectives" if all(proven.values()) else
+                  ", ".join(f"{k} {'proven' if v else 'not proven'}" for k, v in proven.items())
+                  + " by the global bounds (--prove solves the whole model from this plan)"))
+    proof = _prove(console, graph, args.stages, result, config.ilp) if args.prove else None
     if args.out:
         plan = plan_dict(
             graph, result.stages, args.stages, result.objectives,
@@ -122,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
             optimal=result.optimal, solve_seconds=result.solve_seconds, window_size=result.window_size,
             cache_bytes=cache, initial_source=result.initial_source,
             initial_objectives=list(result.initial_objectives), libcoral_objectives=list(libcoral_obj),
+            init_seconds=result.init_seconds, proven_optimal=proven, lower_bounds=list(result.lower_bounds),
+            **({"proof": [run.to_dict() for run in proof]} if proof is not None else {}),
         )
         args.out.write_text(json.dumps(plan, indent=1))
         console.print(f"plan written to {args.out}")
@@ -129,6 +139,24 @@ def run(args: argparse.Namespace) -> int:
         plot_partition(graph, {"Inc-ILP": result.stages, "libcoral": libcoral}, args.stages, cache, str(args.plot))
         console.print(f"plot written to {args.plot}")
     return 0
+
+
+def _prove(console, graph, num_stages, result, ilp):
+    """The whole model from the plan (hinted) and cold, and the ideal DP: time to proof of each."""
+    from rich.table import Table
+
+    from hiertune.solvers.certify import prove
+
+    with console.status("proving: the whole model hinted with the plan, cold, and the ideal DP"):
+        runs = prove(graph, num_stages, result.stages, result.objectives, ilp)
+    table = Table(title="proof of global optimality")
+    for col in ("method", "seconds", "proved an optimum", "plan is optimal", "note"):
+        table.add_column(col)
+    for run in runs:
+        table.add_row(run.method, f"{run.seconds:.2f}", "yes" if run.optimal else "no",
+                      "yes" if run.plan_is_optimal else "no", run.note[:60])
+    console.print(table)
+    return runs
 
 
 def _solve(graph, num_stages, config, no_ray: bool):

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
+from hiertune.solvers.certify import global_lower_bounds, proven_by_bounds
 from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
@@ -93,6 +94,14 @@ class IncIlpResult:
     cpu_seconds: float = 0.0  # CPU time of the window solve(s)
     init_cpu_seconds: float = 0.0
     rounds: int = 1  # window solves done
+    lower_bounds: Objectives = (0, 0, 0)  # global bounds no plan beats (certify.global_lower_bounds)
+
+    @property
+    def proven(self) -> tuple[bool, bool, bool]:
+        """Per objective: proven globally optimal (the whole-graph exact solve, or the bounds met)."""
+        if self.optimal and math.isinf(self.gamma):
+            return True, True, True
+        return proven_by_bounds(self.objectives, self.lower_bounds)
 
     @property
     def total_seconds(self) -> float:
@@ -263,4 +272,5 @@ def inc_ilp(
         cpu_seconds=cpu_s,
         init_cpu_seconds=init_cpu,
         rounds=rounds,
+        lower_bounds=global_lower_bounds(graph, num_stages, config.ilp.cache_bytes),
     )
