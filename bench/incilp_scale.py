@@ -141,6 +141,9 @@ def summarize(cases: list[dict[str, Any]], variant: str = "default") -> dict[str
         "geomean_speedup_e2e_large": _geomean(large),
         "geomean_speedup_e2e_zoo": _geomean(zoo),
         "pointer_gap_pct": statistics.fmean(gaps) if gaps else None,
+        # the initial plan (pointer-net inference for `best`, libcoral, exact cuts) per 1,000 nodes
+        "initial_plan_ms_per_1000_nodes": _geomean([1e6 * i["gamma10"]["init_seconds"] / c["num_nodes"]
+                                                    for c, i in zip(cases, inc)]),
         "num_cases": len(cases), "num_cases_proven": len(proven), "num_cases_large": len(large),
     }
 
