@@ -203,10 +203,11 @@ def incilp_session(config: dict[str, Any], graph: Any, stages: int, reference: t
     """One Inc-ILP solve at the trial's gamma; score = solve seconds at the optimum, else penalised."""
     from ray import tune
 
+    from hiertune.platform.solver_actor import pointer_inc_ilp
     from hiertune.solvers.ilp import IlpConfig
-    from hiertune.solvers.incilp import IncIlpConfig, inc_ilp
+    from hiertune.solvers.incilp import IncIlpConfig
 
-    result = inc_ilp(graph, stages, IncIlpConfig(gamma=float(config["gamma"]), initial=initial, ilp=IlpConfig(**ilp)))
+    result = pointer_inc_ilp(graph, stages, IncIlpConfig(gamma=float(config["gamma"]), initial=initial, ilp=IlpConfig(**ilp)))
     reached = tuple(result.objectives) <= tuple(reference)
     gap = [(a - b) / b * 100 if b else float(a != b) for a, b in zip(result.objectives, reference)]
     tune.report({
