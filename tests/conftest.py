@@ -15,6 +15,9 @@ from hiertune.platform.ray_runtime import RayConfig, apply_env_defaults, init_ra
 
 apply_env_defaults()
 os.environ.setdefault("TVM_NUM_THREADS", "1")
+# The suite runs several Ray instances side by side (the session's, a test cluster's, CLI
+# subprocesses'); tests/test_one_writer.py checks the refusal with this unset.
+os.environ.setdefault("HIERTUNE_SHARED_CORES", "1")
 
 BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 

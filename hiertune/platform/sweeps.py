@@ -338,7 +338,7 @@ def run_sweep(config: SweepConfig, on_trial: Any = None, graph: Any = None,
                        reference=list(reference) if reference else None, seconds=seconds)
 
 
-_KEPT_METRICS = ("best_ms", "trials", "seconds", "score_s", "solve_s", "reached_optimum", "window",
+_KEPT_METRICS = ("best_ms", "trials", "seconds", "score_s", "solve_s", "reached_optimum", "window", "node_ip",
                  "peak_gap_pct", "objectives")
 
 
@@ -365,6 +365,8 @@ def sweep_table(config: SweepConfig, result: SweepResult) -> Any:
     table = Table(title=f"{config.kind} sweep ({config.search}, {len(result.trials)} trials) - {config.metric}, lower is better")
     names = [p.name for p in config.params]
     extra = ["trials"] if config.kind == "harl" else ["solve_s", "reached_optimum", "window"]
+    if len({t["metrics"].get("node_ip") for t in result.trials}) > 1:  # on a cluster: where each ran
+        extra.append("node_ip")
     for column in ["#", *names, config.metric, *extra, "status"]:
         table.add_column(column, justify="right")
     order = sorted(result.trials, key=lambda t: (t["metric"] is None, t["metric"] or 0))
