@@ -1,7 +1,7 @@
 """A tuned model out: the whole Relax model built with tuning records through MetaSchedule's database.
 
 The records go first into a MetaSchedule `JSONDatabase` folder and the model is compiled from that
-folder, so what hiertune ships is exactly what a plain TVM user gets from `compile_relax` with it.
+folder (MetaScheduleApplyDatabase, then Relax's lowering), so a plain TVM user can rebuild it.
 The shared library loads with `tvm.runtime.load_module` + `relax.VirtualMachine`, hiertune absent.
 """
 
@@ -89,12 +89,37 @@ def task_status(workload: Workload, database: Any, store: RecordStore, target: A
 
 
 def build_tuned(model: Model, database: Any, target: Any) -> Any:
-    """The model's VM executable with the database's schedules applied (MetaSchedule's compile_relax)."""
-    from tvm.s_tir import meta_schedule as ms
+    """The model's VM executable with the database's schedules applied.
+
+    The fused module (the one tasks were extracted from) goes straight to MetaScheduleApplyDatabase
+    and then to lowering. `compile_relax` would fuse a second time first, and on TVM 0.27 CPU its
+    result ran as slowly as the untuned model, so its steps are spelled out here.
+    """
+    import tvm
+    from tvm import relax
 
     from hiertune.workloads.networks import fuse_for_tasks
 
-    return ms.relax_integration.compile_relax(database, fuse_for_tasks(model.relax_mod), target, params=None)
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        scheduled = relax.transform.MetaScheduleApplyDatabase()(fuse_for_tasks(model.relax_mod))
+        if target.kind.name != "llvm":  # GPU kernels must be scheduled to run at all: DLight's defaults
+            from tvm.s_tir import dlight as dl
+
+            scheduled = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                                dl.gpu.GeneralReduction(), dl.gpu.Fallback())(scheduled)
+        return relax.build(scheduled, target=target, relax_pipeline=tvm.transform.Sequential(_lowering(target)))
+
+
+def _lowering(target: Any) -> list[Any]:
+    """Relax's dataflow lowering and finalisation for the target (no legalisation or fusion: done)."""
+    from tvm.relax import pipeline
+
+    try:
+        return pipeline.dataflow_lower_passes(target) + pipeline.finalize_passes(target)
+    except AttributeError:  # TVM 0.27's dispatcher misses the CPU backend's lists; they live here
+        from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+        return cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
 
 
 def build_untuned(model: Model, target: Any) -> Any:
