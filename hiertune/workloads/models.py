@@ -148,10 +148,13 @@ def _load_onnx(path: Path, shapes: dict[str, tuple[int, ...]], input_dtype: str 
 
 def _onnx_inputs(path: Path, proto: Any, shapes: dict[str, tuple[int, ...]], input_dtype: str | None) -> list[ModelInput]:
     initializers = {t.name for t in proto.graph.initializer}
+    graph_inputs = [v for v in proto.graph.input if v.name not in initializers]
+    unknown = set(shapes) - {v.name for v in graph_inputs}
+    if unknown:
+        raise HiertuneError(f"--input-shape names {', '.join(sorted(unknown))}, but the inputs of {path} are "
+                            f"{', '.join(v.name for v in graph_inputs)}")
     inputs = []
-    for value in proto.graph.input:
-        if value.name in initializers:
-            continue
+    for value in graph_inputs:
         tensor = value.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
                 for d in tensor.shape.dim]
@@ -170,9 +173,6 @@ def _onnx_inputs(path: Path, proto: Any, shapes: dict[str, tuple[int, ...]], inp
             raise HiertuneError(f"--model {path}: input {value.name!r} has dynamic dims {_dims(dims)}; "
                                 f"give --input-shape {value.name}:{example}")
         inputs.append(ModelInput(value.name, tuple(dims), dtype, high=2))
-    if shapes:
-        names = ", ".join(i.name for i in inputs)
-        raise HiertuneError(f"--input-shape names {', '.join(shapes)}, but the inputs of {path} are {names}")
     return inputs
 
 
