@@ -43,14 +43,18 @@ def hiertune(*argv: str) -> list[str]:
     return [sys.executable, "-m", "hiertune.cli", *argv]
 
 
-def run_step(cmd: list[str], log: Path) -> None:
-    """One hiertune command, its output appended to the model's log; a failure stops the model."""
-    with log.open("a") as f:
-        f.write(f"\n$ {' '.join(cmd)}\n")
-        f.flush()
-        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
-    if done.returncode not in (0, 1):  # 1: compile --check found a mismatch, recorded in its output
-        raise RuntimeError(f"{' '.join(cmd[2:5])} failed (exit {done.returncode}); see {log}")
+def run_step(cmd: list[str], log: Path, attempts: int = 3) -> None:
+    """One hiertune command, its output appended to the model's log. A failed step is rerun (records
+    resume; on a loaded machine a runner actor can miss its start-up deadline); then the model stops."""
+    for attempt in range(1, attempts + 1):
+        with log.open("a") as f:
+            f.write(f"\n$ {' '.join(cmd)}\n")
+            f.flush()
+            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        if done.returncode in (0, 1):  # 1: compile --check found a mismatch, recorded in its output
+            return
+        print(f"  {' '.join(cmd[3:5])}: exit {done.returncode} (attempt {attempt}/{attempts}); see {log}", flush=True)
+    raise RuntimeError(f"{' '.join(cmd[3:5])} failed {attempts} times; see {log}")
 
 
 def task_count(model_args: list[str]) -> int:

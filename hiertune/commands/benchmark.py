@@ -103,8 +103,9 @@ def result_table(name: str, threads: int, field: list) -> object:
 
     untuned = next((c.median_s for c in field if c.name == UNTUNED), float("inf"))
     best_other = min((c.median_s for c in field if not c.name.startswith("TVM")), default=float("inf"))
-    table = Table(title=f"{name}: end-to-end latency, {threads} thread(s)")
-    for column in ("contender", "median (ms)", "p25-p75 (ms)", "tasks tuned", "vs untuned", "vs best non-TVM", "note"):
+    table = Table(title=f"{name}: end-to-end latency, {threads} thread(s); /x = latency ratio to x",
+                  caption="tuned: tasks with a tuned schedule; best other: the fastest non-TVM contender")
+    for column in ("contender", "median ms", "p25-p75 ms", "tuned", "/untuned", "/best other", "note"):
         table.add_column(column, justify="left" if column in ("contender", "note") else "right")
     for c in field:
         s = c.summary()

@@ -30,10 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hiertune.commands.common import ensure_writable, model_from_args
     from hiertune.errors import HiertuneError
-    from hiertune.platform.compile_model import (
-        ATOL, RTOL, build_tuned, check_outputs, check_records_target, default_database_folder, task_status,
-        write_json_database,
-    )
+    from hiertune.platform.compile_model import ATOL, RTOL, check_outputs, compile_records, default_database_folder
     from hiertune.platform.records import RecordStore
     from hiertune.workloads.models import model_workload
     from hiertune.workloads.tvm_support import make_target
@@ -46,28 +43,28 @@ def run(args: argparse.Namespace) -> int:
     if not store.tasks():
         raise HiertuneError(f"--records {args.records} holds no tuning records; pass the file `hiertune tune` wrote")
     target = make_target(args.target)
-    check_records_target(store, target)
     model = model_from_args(args)
     workload = model_workload(model, target)
     folder = Path(args.database) if args.database else default_database_folder(out)
-    database = write_json_database(store, folder)
-    status = task_status(workload, database, store, target)
+    status = compile_records(model, workload, store, target, out, folder)
     console.print(status_table(model.name, status))
     tuned = sum(s.tuned for s in status)
     console.print(f"{tuned} of {len(status)} tasks run tuned; {len(status) - tuned} fall back to TVM's default "
                   "(on CPU: untuned loops)")
-    executable = build_tuned(model, database, target)
-    executable.export_library(str(out))
     console.print(f"compiled -> {out}; MetaSchedule database -> {folder}/")
     if not args.check:
         return 0
     from tvm import runtime
 
     result = check_outputs(model, runtime.load_module(str(out)))
-    verdict = "OK" if result.ok else "MISMATCH"
-    console.print(f"check vs {result.reference} on random inputs: max |error| {result.max_abs_error:.2e} "
-                  f"(output scale {result.scale:.2e}; tolerance {RTOL:g} x scale + {ATOL:g}): {verdict}")
+    console.print(check_line(result, RTOL, ATOL))
     return 0 if result.ok else 1
+
+
+def check_line(result: object, rtol: float, atol: float) -> str:
+    verdict = "OK" if result.ok else "MISMATCH"
+    return (f"check vs {result.reference} on random inputs: max |error| {result.max_abs_error:.2e} "
+            f"(output scale {result.scale:.2e}; tolerance {rtol:g} x scale + {atol:g}): {verdict}")
 
 
 def status_table(name: str, status: list) -> object:

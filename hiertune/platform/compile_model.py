@@ -166,5 +166,15 @@ def check_outputs(model: Model, executable: Any, seed: int = 0) -> CheckResult:
     return CheckResult(reference, worst, worst_scale, ok)
 
 
+def compile_records(model: Model, workload: Workload, store: RecordStore, target: Any, out: Path,
+                    folder: Path) -> list[TaskStatus]:
+    """Records -> JSONDatabase folder -> tuned shared library at `out`; returns which tasks ran tuned."""
+    check_records_target(store, target)
+    database = write_json_database(store, folder)
+    status = task_status(workload, database, store, target)
+    build_tuned(model, database, target).export_library(str(out))
+    return status
+
+
 def default_database_folder(out: Path) -> Path:
     return out.with_name(out.stem + "_database")

@@ -139,7 +139,7 @@ def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], tar
         else:
             out.append(Contender(TORCH_COMPILE, None, note="skipped (--no-torch-compile)"))
     else:
-        note = "n/a: the model came as ONNX"
+        note = "n/a: ONNX model"
         out += [Contender(EAGER, None, note=note), Contender(TORCH_COMPILE, None, note=note)]
 
     def ort_session() -> Callable[[], Any]:
