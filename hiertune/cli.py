@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole model"),
     "compile": ("hiertune.commands.compile", "build a whole model with its tuning records into one library"),
     "benchmark": ("hiertune.commands.benchmark", "end-to-end latency: TVM untuned/tuned, PyTorch, ONNX Runtime"),
-    "apply": ("hiertune.commands.apply", "compile one task with its best record and check it"),
+    "apply": ("hiertune.commands.apply", "compile one task with its best record and check it (whole models: compile)"),
     "workloads": ("hiertune.commands.workloads", "list the operator suite and networks"),
     "partition": ("hiertune.commands.partition", "Inc-ILP pipeline partition of a DNN graph"),
     "pipeline": ("hiertune.commands.pipeline", "run a partitioned TFLite model as a pipeline of Ray actors"),

@@ -111,12 +111,13 @@ def test_cli_bad_input_shape_is_one_line(convnet) -> None:
 
 
 @pytest.fixture(scope="module")
-def tuned(convnet, tmp_path_factory, ray_session) -> Path:
-    """The convnet tuned by `hiertune tune` for a few trials per task."""
+def tuned(convnet, tmp_path_factory) -> Path:
+    """The convnet tuned by `hiertune tune` for a few trials per task (measured in-process: no Ray
+    actor start-up to wait for on a loaded CI machine)."""
     work = tmp_path_factory.mktemp("tuned")
     records = work / "harl.jsonl"
     out = cli("tune", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--trials", "40",
-              "--topk", "4", "--tracks", "4", "--max-steps", "12", "--records", str(records), "--target", TARGET)
+              "--topk", "4", "--tracks", "4", "--max-steps", "12", "--records", str(records), "--target", TARGET, "--no-ray")
     assert out.returncode == 0, out.stderr[-2000:]
     return records
 
@@ -192,7 +193,7 @@ def test_benchmark_times_every_contender(convnet, tuned, tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_every_operator_family_tunes_for_a_few_trials(tmp_path, ray_session) -> None:
+def test_every_operator_family_tunes_for_a_few_trials(tmp_path) -> None:
     from hiertune.platform.harl_search import HarlConfig, HarlSearch
     from hiertune.platform.records import RecordStore
     from hiertune.platform.runners import RunnerConfig, create_runner
@@ -200,7 +201,7 @@ def test_every_operator_family_tunes_for_a_few_trials(tmp_path, ray_session) -> 
     from hiertune.workloads.operators import OPERATOR_FAMILIES, operator_task
 
     target = make_target(TARGET)
-    runner = create_runner(RunnerConfig(target="llvm", num_cpus=1, number=1, min_repeat_ms=0))
+    runner = create_runner(RunnerConfig(target="llvm", num_cpus=1, number=1, min_repeat_ms=0), use_ray=False)
     failed = []
     try:
         for family in OPERATOR_FAMILIES:
