@@ -16,10 +16,12 @@ from hiertune.errors import HiertuneError
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("hiertune.commands.demo", "small end-to-end run: local Ray, CPU runner, a small GEMM"),
+    "demo": ("hiertune.commands.demo", "a small ONNX convnet tuned by HARL and MetaSchedule, compiled, checked, benchmarked"),
     "baseline": ("hiertune.commands.baseline", "MetaSchedule evolutionary search on a workload"),
-    "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole network"),
-    "apply": ("hiertune.commands.apply", "compile a workload with its best records and check it"),
+    "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole model"),
+    "compile": ("hiertune.commands.compile", "build a whole model with its tuning records into one library"),
+    "benchmark": ("hiertune.commands.benchmark", "end-to-end latency: TVM untuned/tuned, PyTorch, ONNX Runtime"),
+    "apply": ("hiertune.commands.apply", "compile one task with its best record and check it (whole models: compile)"),
     "workloads": ("hiertune.commands.workloads", "list the operator suite and networks"),
     "partition": ("hiertune.commands.partition", "Inc-ILP pipeline partition of a DNN graph"),
     "pipeline": ("hiertune.commands.pipeline", "run a partitioned TFLite model as a pipeline of Ray actors"),

@@ -1,7 +1,7 @@
 """`hiertune tune`: HARL search on an operator or a whole network, resumable from its records.
 
     hiertune tune --workload GMM-S --trials 64 --records runs/gmm_s.jsonl --plot runs/gmm_s.png
-    hiertune tune --network resnet18 --trials 2000 --records runs/r18.jsonl
+    hiertune tune --model model.onnx --input-shape input:1x3x224x224 --trials 2000 --records runs/model.jsonl
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from hiertune.commands.common import add_runner_args
+from hiertune.commands.common import add_runner_args, add_workload_args
 from hiertune.plotting import plot_path
 
 
@@ -26,9 +26,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     from hiertune.commands.config_args import add_config_args
     from hiertune.platform.harl_search import ABLATIONS, HarlConfig
 
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--workload", help="operator, e.g. GMM-S, GMM-L, C2D:2, C2D:0:b16 (`hiertune workloads`)")
-    what.add_argument("--network", help="whole network: resnet18, resnet50, tiny-convnet")
+    add_workload_args(parser)
     add_config_args(parser, HarlConfig, TUNE_FLAGS)
     parser.add_argument("--ablation", action="append", default=[], choices=sorted(ABLATIONS), metavar="NAME",
                         help=f"switch a part of the search off (repeatable): {', '.join(sorted(ABLATIONS))}; "
@@ -43,7 +41,6 @@ def run(args: argparse.Namespace) -> int:
     from hiertune.commands.common import check_outputs, progress_bar, setup_runner, workload_from_args
     from hiertune.commands.config_args import config_from_args
     from hiertune.platform.harl_search import ABLATIONS, HarlConfig, HarlSearch
-    from hiertune.errors import HiertuneError
     from hiertune.platform.records import RecordStore
     from hiertune.workloads.tvm_support import make_target
 
@@ -54,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     target = make_target(args.target)
     workload = workload_from_args(args, target)
-    if args.network is not None and not workload.is_network:
-        raise HiertuneError(f"--network {args.network!r} is an operator; use --workload {args.network}")
     store = RecordStore(args.records)
     runner = setup_runner(args, target)
     try:
