@@ -208,7 +208,7 @@ def test_every_operator_family_tunes_for_a_few_trials(tmp_path) -> None:
         for family in OPERATOR_FAMILIES:
             task = operator_task(f"{family}:0")
             store = RecordStore(tmp_path / f"{family}.jsonl")
-            config = harl_config(trials=4, topk=4, tracks=2, min_tracks=1, max_steps=4, lam=2, seed=0)
+            config = harl_config(trials=4, topk=4, tracks=2, max_steps=4, lam=2, seed=0)
             HarlSearch(Workload(task.name, [task]), target, runner, store, config).run()
             if store.best(task.name) is None:
                 failed.append(family)
