@@ -49,6 +49,7 @@ def test_a_removed_nodes_pending_candidates_are_measured_elsewhere(cluster_run):
     assert loss["count"] == 6 and all(loss["ok"]), loss["errors"]  # every candidate, with a result
     assert loss["results_per_node"] == 6  # exactly once: no candidate measured into two results
     assert loss["requeued"] >= 1 and loss["lost_runners"] == 1
+    assert 1 <= loss["remeasured_elsewhere"] <= loss["requeued"]  # measured on a node still there
     # nothing measured on the removed node after it was taken away
     assert loss["measured_on_removed"] == loss["measured_there_before"]
     assert loss["runners_after"] == 2
@@ -86,6 +87,8 @@ def test_cluster_yaml_passes_rays_validation():
     assert "available_node_types" not in raw  # the local provider fills them in from the IPs
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):  # each host declares its own
         assert "cluster_entry --ray-start-args" in raw[key][-1]
+        assert "RAY_AUTH_MODE=token" in raw[key][-1]  # no node admits a client without the token
+    assert raw["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"  # the launcher's token, to every host
     setup = raw["setup_commands"]
     assert any("torch==2.13.0" in c for c in setup)
     torch_at = next(i for i, c in enumerate(setup) if "torch==2.13.0" in c)
