@@ -218,14 +218,15 @@ class Machine:
                            f"{shlex.quote(remote)}", check=check, timeout=timeout)
 
     def kill_ray_on(self, name: str) -> list[str]:
-        """SIGKILL every process of a host but its sshd: its raylet, object store, workers, runners."""
-        return self._kill_netns_processes(f"{PREFIX}-{name}", spare_pid=self.host_pid(name))
+        """SIGKILL every process of a host but its sshd (and the `unshare` above it): its raylet,
+        GCS client, object store, workers and runners."""
+        return self._kill_netns_processes(f"{PREFIX}-{name}", spare={self.holders[name].pid, self.host_pid(name)})
 
     @staticmethod
-    def _kill_netns_processes(netns: str, spare_pid: int | None = None) -> list[str]:
+    def _kill_netns_processes(netns: str, spare: set[int] = frozenset()) -> list[str]:
         killed = []
         for pid in sh(f"ip netns pids {netns}", check=False).stdout.split():
-            if int(pid) == spare_pid:
+            if int(pid) in spare:
                 continue
             try:
                 name = Path(f"/proc/{pid}/comm").read_text().strip()
@@ -372,9 +373,11 @@ def tables_of(text: str) -> str:
     keep = []
     for line in text.splitlines():
         line = line.rstrip()
+        if "INFO" in line or "Warning" in line:  # the launcher's own log, library deprecations
+            continue
         if line[:1] in "┏┃┡│└━╇┗" or line.lstrip()[:1] in "┏┃┡│└" or any(
                 w in line for w in ("hiertune on the Ray cluster", "best:", "search ", "measured again",
-                                    "resuming", "stopped at", "plan ->", "error")):
+                                    "resuming", "stopped at", "plan ->", "error:")):
             keep.append(line)
     return "\n".join(keep)
 

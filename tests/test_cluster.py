@@ -124,6 +124,17 @@ def test_ray_start_args_declare_what_a_host_holds_in_flags_ray_start_accepts(tmp
     assert context.params["num_gpus"] == 1
 
 
+def test_ray_start_args_flags_override_the_hardware_probe():
+    def start_args(*flags: str) -> str:
+        proc = subprocess.run([sys.executable, str(ROOT / "hiertune" / "cluster_entry.py"), "--ray-start-args", *flags],
+                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert start_args("--edgetpu", "2", "--gpus", "0", "--gurobi", "0") == '--resources={"edgetpu":2}'
+    assert start_args("--edgetpu", "0", "--gpus", "1", "--gurobi", "1") == '--resources={"gurobi":1} --num-gpus=1'
+
+
 def test_cluster_entry_dispatches_to_the_cli_without_a_cluster():
     proc = subprocess.run([sys.executable, str(ROOT / "hiertune" / "cluster_entry.py"), "--help"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
