@@ -462,7 +462,7 @@ def sweep_spread(machine: Machine, text: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------- main
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keep-logs", default=str(RESULTS / "cluster_smoke_logs"),
+    parser.add_argument("--keep-logs", default=str(ROOT / "runs" / "cluster_smoke_logs"),
                         help="folder for the submits' full output")
     args = parser.parse_args()
     if os.geteuid() != 0:
