@@ -57,8 +57,17 @@ HOST_RAY_FLAGS = {
 }
 HOST_PROBE_FLAGS = {"head": "--edgetpu 0 --gpus 0", "w1": "--edgetpu 0 --gpus 0", "w2": "--edgetpu 1 --gpus 0"}
 TUNE_TRIALS = 48
+SCALE_TRIALS = 32  # per run of the 1-vs-2-host scaling point
 KILL_AT = 16  # records holding this many trials: the lost host goes
 SUBMIT_TIMEOUT_S = 1800
+
+
+def interpreter_home_dirs() -> list[Path]:
+    """Folders of the real /root the venv's interpreter lives in (pyenv, uv): every host's own
+    /root must still show them."""
+    real = Path(os.path.realpath(sys.executable))
+    home = Path("/root")
+    return [home / real.relative_to(home).parts[0]] if real.is_relative_to(home) else []
 
 
 def sh(cmd: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess:
@@ -100,6 +109,9 @@ class Machine:
             sh(f"ip -n {sw} link set {a} master br0 up")
             sh(f"ip -n {ns} link set {b} name eth0 && ip -n {ns} addr add {ip}/24 dev eth0 "
                f"&& ip -n {ns} link set eth0 up && ip -n {ns} link set lo up")
+            # a default route, as a real host has: Ray finds its node address by routing outwards
+            # (without one every node calls itself 127.0.0.1); nothing answers at .1
+            sh(f"ip -n {ns} route add default via {SUBNET}.1 dev eth0")
             if name != "client":
                 self._write_host_files(name, ip, key)
             self._start_holder(name)
@@ -148,7 +160,11 @@ class Machine:
         (PID 1 of the host: it reaps the daemons `ray start` leaves behind)."""
         base = self.work / name
         last = "exec sleep infinity" if name == "client" else f"exec /usr/sbin/sshd -D -e -f {base / 'sshd_config'}"
-        inner = (f"hostname {PREFIX}-{name} && mount --bind {base / 'home'} /root && "
+        shared = ""
+        for folder in interpreter_home_dirs():
+            (base / "home" / folder.name).mkdir(exist_ok=True)
+            shared += f"mount --bind {folder} {base / 'home' / folder.name} && "
+        inner = (f"hostname {PREFIX}-{name} && {shared}mount --rbind {base / 'home'} /root && "
                  f"mount --bind {base / 'tmp'} /tmp && {last}")
         log = open(base / "holder.log", "w")
         self.holders[name] = subprocess.Popen(
@@ -202,14 +218,15 @@ class Machine:
                            f"{shlex.quote(remote)}", check=check, timeout=timeout)
 
     def kill_ray_on(self, name: str) -> list[str]:
-        """SIGKILL every process of a host but its sshd: its raylet, object store, workers, runners."""
-        return self._kill_netns_processes(f"{PREFIX}-{name}", spare_pid=self.host_pid(name))
+        """SIGKILL every process of a host but its sshd (and the `unshare` above it): its raylet,
+        GCS client, object store, workers and runners."""
+        return self._kill_netns_processes(f"{PREFIX}-{name}", spare={self.holders[name].pid, self.host_pid(name)})
 
     @staticmethod
-    def _kill_netns_processes(netns: str, spare_pid: int | None = None) -> list[str]:
+    def _kill_netns_processes(netns: str, spare: set[int] = frozenset()) -> list[str]:
         killed = []
         for pid in sh(f"ip netns pids {netns}", check=False).stdout.split():
-            if int(pid) == spare_pid:
+            if int(pid) in spare:
                 continue
             try:
                 name = Path(f"/proc/{pid}/comm").read_text().strip()
@@ -356,9 +373,11 @@ def tables_of(text: str) -> str:
     keep = []
     for line in text.splitlines():
         line = line.rstrip()
+        if "INFO" in line or "Warning" in line:  # the launcher's own log, library deprecations
+            continue
         if line[:1] in "┏┃┡│└━╇┗" or line.lstrip()[:1] in "┏┃┡│└" or any(
                 w in line for w in ("hiertune on the Ray cluster", "best:", "search ", "measured again",
-                                    "resuming", "stopped at", "plan ->", "error")):
+                                    "resuming", "stopped at", "plan ->", "error:")):
             keep.append(line)
     return "\n".join(keep)
 
@@ -368,6 +387,7 @@ def tune_with_a_lost_host(machine: Machine, config: Path, log: Path) -> dict[str
     args = f"tune --workload GMM-S --trials {TUNE_TRIALS} --runners 0 --records runs/smoke_tune.jsonl"
     say(f"\n$ ray submit {config.name} hiertune/cluster_entry.py -- {args}   (w1 lost at {KILL_AT} trials)")
     killed: list[str] = []
+    killed_at = 0.0
     start = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.Popen(submit_argv(machine, config, args), stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -375,6 +395,7 @@ def tune_with_a_lost_host(machine: Machine, config: Path, log: Path) -> dict[str
             while proc.poll() is None and time.monotonic() - start < SUBMIT_TIMEOUT_S:
                 if not killed and records.exists() and records.read_text().count('"kind":"measure"') >= KILL_AT:
                     killed = machine.kill_ray_on("w1")
+                    killed_at = time.time()
                     at = records.read_text().count('"kind":"measure"')
                     say(f"w1 lost: killed {len(killed)} processes ({', '.join(sorted(set(killed)))}) "
                         f"with {at} trials in the records")
@@ -392,16 +413,42 @@ def tune_with_a_lost_host(machine: Machine, config: Path, log: Path) -> dict[str
     keys = Counter(m["key"] for m in measures)
     failed = [m["error"] for m in measures if m.get("error")]
     moved = [line.strip() for line in text.splitlines() if "measured again on" in line]
+    times = sorted(m["time"] for m in measures)
+    lost_at = sum(t <= killed_at for t in times) if killed else len(times)  # trials measured before the loss
     check = {
         "killed_processes": len(killed), "trials_in_records": len(measures),
         "trial_numbers_once": sorted(numbers) == list(range(1, TUNE_TRIALS + 1)) and set(numbers.values()) == {1},
         "keys_once": set(keys.values()) == {1}, "failed_trials": failed,
         "lost_runner_candidates_measured_elsewhere": moved, "seconds": round(time.monotonic() - start, 1),
+        "trials_per_min_2_hosts_before_loss": round(60 * (lost_at - 8) / (times[lost_at - 1] - times[7]), 2)
+        if lost_at > 9 else None,
+        "trials_per_min_1_host_after_loss": round(60 * (len(times) - lost_at) / (times[-1] - times[lost_at - 1]), 2)
+        if 0 < lost_at < len(times) else None,
     }
     check["ok"] = (bool(killed) and len(measures) == TUNE_TRIALS and check["trial_numbers_once"]
                    and check["keys_once"] and not any("runner" in f for f in failed)
                    and any(f"lost runner at {HOSTS['w1']}" in m and HOSTS["w2"] in m for m in moved))
     return check
+
+
+def trials_per_minute(records: Path, skip: int = 8) -> float:
+    """Measured trials per minute after the first batch (Ray joins, runner start-up and TVM
+    imports fall before it), from the records' own timestamps."""
+    times = sorted(json.loads(line)["time"] for line in records.read_text().splitlines() if '"kind":"measure"' in line)
+    return 60 * (len(times) - skip) / (times[-1] - times[skip - 1])
+
+
+def scaling_point(machine: Machine, config: Path, logs: Path, trials: int) -> dict[str, Any]:
+    """The same tuning run with runners on 1 and on 2 worker hosts (one core each)."""
+    out = {}
+    for runners, hosts in (("1", 1), ("0", 2)):
+        name = f"smoke_scale_{hosts}.jsonl"
+        run_submit(machine, config, f"tune --workload GMM-S --trials {trials} --runners {runners} --records runs/{name}",
+                   logs / f"scale_{hosts}.log")
+        out[f"{hosts}_hosts_trials_per_min"] = round(trials_per_minute(machine.work / "head" / "home" / "runs" / name), 2)
+    out["ratio_2_vs_1"] = round(out["2_hosts_trials_per_min"] / out["1_hosts_trials_per_min"], 3)
+    out["trials"] = trials
+    return out
 
 
 def sweep_spread(machine: Machine, text: str) -> dict[str, Any]:
@@ -415,7 +462,7 @@ def sweep_spread(machine: Machine, text: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------- main
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keep-logs", default=str(RESULTS / "cluster_smoke_logs"),
+    parser.add_argument("--keep-logs", default=str(ROOT / "runs" / "cluster_smoke_logs"),
                         help="folder for the submits' full output")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -459,6 +506,8 @@ def main() -> int:
                                 "--concurrent 2 --out runs/smoke_sweep", logs / "sweep.log")
         report["sweep"] = sweep_spread(machine, sweep_text)
         say(f"sweep trials per node (Tune's node_ip): {report['sweep']['trials_per_node']}")
+        report["scaling"] = scaling_point(machine, config_path, logs, SCALE_TRIALS)
+        say(f"scaling point: {report['scaling']}")
         report["lost_host"] = tune_with_a_lost_host(machine, config_path, logs / "tune.log")
         lost = report["lost_host"]
         say(f"lost-host check: {lost['trials_in_records']} trials in the records, numbers 1-{TUNE_TRIALS} once: "

@@ -16,6 +16,14 @@ more nodes to help. Measurement alone scales nearly linearly (the driver's seria
 ms a call); a second projection adds the driver's search time per trial (HARL searches, then
 measures), which caps the whole run by Amdahl's law however many nodes measure.
 
+Measured on a cluster: `bench/cluster_smoke.py` (root) runs the same `hiertune tune` with runners
+on 1 and on 2 worker hosts of a real `ray up` cluster of namespace hosts on this machine, one core
+each; its trials per minute (from the records' timestamps, after the first batch) are read from
+bench/results/cluster_smoke.json and shown beside the projection. The hosts share this machine's
+two cores with the head's driver, so the figure shows the pool spreading a run over hosts through
+Ray's own cluster (SSH, per-host raylets, the object transfer between hosts), not what a second
+machine's own cores would add.
+
     python bench/scaling.py --batches 3 --batch 16
 Writes bench/results/scaling.json and bench/results/scaling.png.
 """
@@ -176,11 +184,17 @@ def plot(result: dict, path: Path) -> None:
     plt = pyplot()
 
     fig, (ax_m, ax_p) = plt.subplots(1, 2, figsize=(11, 4.2))
-    measured = result["measured"]
-    ax_m.bar([f"{m['runners']} runner(s)" for m in measured], [m["trials_per_min"] for m in measured],
-             color=["tab:blue", "tab:green"][: len(measured)])
-    for i, m in enumerate(measured):
-        ax_m.text(i, m["trials_per_min"], f"{m['trials_per_min']:.1f}", ha="center", va="bottom")
+    labels = [f"{m['runners']} runner(s)" for m in result["measured"]]
+    rates = [m["trials_per_min"] for m in result["measured"]]
+    colors = ["tab:blue", "tab:green"][: len(rates)]
+    cluster = result.get("cluster_measured")
+    if cluster:  # whole tuning runs (search included) on the namespace cluster
+        labels += ["cluster:\n1 host", "cluster:\n2 hosts"]
+        rates += [cluster["1_hosts_trials_per_min"], cluster["2_hosts_trials_per_min"]]
+        colors += ["tab:gray", "tab:olive"]
+    ax_m.bar(labels, rates, color=colors)
+    for i, rate in enumerate(rates):
+        ax_m.text(i, rate, f"{rate:.1f}", ha="center", va="bottom")
     ax_m.set_ylabel("measured trials per minute")
     ax_m.set_title(f"measured here ({result['machine']['cpus']} cores, GMM-S)")
     proj = result["projected"]
@@ -200,6 +214,15 @@ def plot(result: dict, path: Path) -> None:
     save_figure(fig, path, dpi=120)
 
 
+def cluster_point(path: Path) -> dict | None:
+    """Trials per minute with runners on 1 vs 2 hosts of the namespace cluster, if it has run."""
+    if not path.exists():
+        return None
+    smoke = json.loads(path.read_text())
+    point = smoke.get("scaling")
+    return None if not point else {**point, "source": str(path.relative_to(ROOT)), "smoke_ok": smoke.get("ok")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=3, help="measured batches per pool size")
@@ -212,6 +235,8 @@ def main() -> None:
                              "`hiertune tune --workload GMM-S --trials 16 --runners 2` here)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS / "scaling.json")
+    parser.add_argument("--cluster", type=Path, default=RESULTS / "cluster_smoke.json",
+                        help="bench/cluster_smoke.py's result: its measured 1-vs-2-host point")
     args = parser.parse_args()
 
     apply_env_defaults()
@@ -254,6 +279,7 @@ def main() -> None:
             "dispatch_overhead_ms_median": 1e3 * float(np.median(dispatch)),
         },
         "projected": projected,
+        "cluster_measured": cluster_point(args.cluster),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
@@ -267,6 +293,12 @@ def main() -> None:
     for m in measured:
         table.add_row("measured here", str(m["runners"]), str(args.batch), f"{m['trials_per_min']:.1f}",
                       f"{m['trials_per_min'] / measured[0]['trials_per_min']:.2f}x", "-", "-")
+    cluster = result["cluster_measured"]
+    if cluster:
+        for hosts in (1, 2):
+            rate = cluster[f"{hosts}_hosts_trials_per_min"]
+            table.add_row("namespace cluster (tune, shared cores)", f"{hosts} host(s)", "8", f"{rate:.1f}",
+                          f"{rate / cluster['1_hosts_trials_per_min']:.2f}x", "-", "-")
     for p in projected:
         table.add_row("simulated", str(p["nodes"]), str(p["batch"]), f"{p['trials_per_min']:.1f}",
                       f"{p['speedup']:.2f}x", f"{p['trials_per_min_with_search']:.1f}",

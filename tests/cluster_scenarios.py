@@ -111,6 +111,7 @@ def cpu_pool_and_node_loss(cluster, handles: dict) -> dict:
             "results_per_node": sum(pool.stats.per_node.values()),
             "requeued": pool.stats.requeued,
             "lost_runners": pool.stats.lost_runners,
+            "remeasured_elsewhere": pool.stats.remeasured_elsewhere,
             "runners_after": pool.size,
             "seconds": time.monotonic() - start,
             "remove_s": removed.get("remove_s"),

@@ -49,6 +49,7 @@ def test_a_removed_nodes_pending_candidates_are_measured_elsewhere(cluster_run):
     assert loss["count"] == 6 and all(loss["ok"]), loss["errors"]  # every candidate, with a result
     assert loss["results_per_node"] == 6  # exactly once: no candidate measured into two results
     assert loss["requeued"] >= 1 and loss["lost_runners"] == 1
+    assert 1 <= loss["remeasured_elsewhere"] <= loss["requeued"]  # measured on a node still there
     # nothing measured on the removed node after it was taken away
     assert loss["measured_on_removed"] == loss["measured_there_before"]
     assert loss["runners_after"] == 2
@@ -86,6 +87,8 @@ def test_cluster_yaml_passes_rays_validation():
     assert "available_node_types" not in raw  # the local provider fills them in from the IPs
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):  # each host declares its own
         assert "cluster_entry --ray-start-args" in raw[key][-1]
+        assert "RAY_AUTH_MODE=token" in raw[key][-1]  # no node admits a client without the token
+    assert raw["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"  # the launcher's token, to every host
     setup = raw["setup_commands"]
     assert any("torch==2.13.0" in c for c in setup)
     torch_at = next(i for i, c in enumerate(setup) if "torch==2.13.0" in c)
@@ -119,6 +122,17 @@ def test_ray_start_args_declare_what_a_host_holds_in_flags_ray_start_accepts(tmp
     context = start.make_context("start", ["--address=10.0.0.10:6379", *flags])  # Ray's own parser
     assert json.loads(context.params["resources"]) == {"edgetpu": 2, "gurobi": 1}
     assert context.params["num_gpus"] == 1
+
+
+def test_ray_start_args_flags_override_the_hardware_probe():
+    def start_args(*flags: str) -> str:
+        proc = subprocess.run([sys.executable, str(ROOT / "hiertune" / "cluster_entry.py"), "--ray-start-args", *flags],
+                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert start_args("--edgetpu", "2", "--gpus", "0", "--gurobi", "0") == '--resources={"edgetpu":2}'
+    assert start_args("--edgetpu", "0", "--gpus", "1", "--gurobi", "1") == '--resources={"gurobi":1} --num-gpus=1'
 
 
 def test_cluster_entry_dispatches_to_the_cli_without_a_cluster():
