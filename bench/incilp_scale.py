@@ -12,6 +12,10 @@ the limit and the case is flagged (`unproven`); its final plan is compared with 
     python bench/incilp_scale.py                              # the full grid, 300 s per baseline
     python bench/incilp_scale.py --time-limit 60 --out bench/results/incilp_scale_reduced.json
 
+Inc-ILP's window solve, like the CP-SAT baseline, runs on 1 and on 2 workers and the faster
+counts (one worker is a single search strategy, two a portfolio: on some graphs one is 30x faster
+than the other, in both directions).
+
 Results are written after every case; a stopped run resumes from what it wrote.
 """
 
@@ -62,10 +66,18 @@ def _load(model: str, form: str):
 
 
 def _incilp(graph, k: int, gamma: float, initial: str, limit: float) -> dict[str, Any]:
+    """Inc-ILP with CP-SAT on 1 and on 2 workers, the faster of those with the best plan counting
+    (the exact CP-SAT baseline gets the same choice)."""
+    runs = [_incilp_run(graph, k, gamma, initial, limit, threads) for threads in (1, 2)]
+    best = min(runs, key=lambda r: (r["objectives"], r["seconds"]))
+    return {**best, "seconds_by_workers": [r["seconds"] for r in runs]}
+
+
+def _incilp_run(graph, k: int, gamma: float, initial: str, limit: float, threads: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     res = pointer_inc_ilp(graph, k, IncIlpConfig(gamma=gamma, initial=initial,
-                                                 ilp=IlpConfig(solver="cpsat", time_limit_s=limit)))
-    return {"gamma": gamma, "seconds": time.perf_counter() - t0, "init_seconds": res.init_seconds,
+                                                 ilp=IlpConfig(solver="cpsat", threads=threads, time_limit_s=limit)))
+    return {"gamma": gamma, "workers": threads, "seconds": time.perf_counter() - t0, "init_seconds": res.init_seconds,
             "window_seconds": res.solve_seconds, "objectives": list(res.objectives),
             "initial_source": res.initial_source, "initial_objectives": list(res.initial_objectives),
             "window_size": res.window_size, "window_optimal": res.optimal, "proven_by_bounds": list(res.proven)}

@@ -15,7 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_zoo_lists_models_with_both_forms():
     names = zoo_models()
     assert {"mobilenetv2", "densenet121", "inceptionv3"} <= set(names)
-    assert set(zoo_models("tflite")) <= set(zoo_models("keras"))
+    # the paper-era models have both forms; of the newer ones, those whose Keras layer graph
+    # bench/zoo/make_zoo.py cannot read completely (nested sub-models) ship the TFLite form only
+    tflite_only = set(zoo_models("tflite")) - set(zoo_models("keras"))
+    assert tflite_only <= {"convnexttiny", "efficientnetv2s"}
 
 
 def test_keras_graphs_have_the_seed_papers_layer_counts():
