@@ -40,7 +40,7 @@ from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.zoo import load_zoo_graph, zoo_models
 
 RESULTS = Path(__file__).parent / "results"
-PAPER_MIN_NODES = 134  # the seed paper's 10 ImageNet models have 134..782 nodes (DESIGN.md §4)
+PAPER_MIN_NODES = 134  # the seed paper's 10 ImageNet models have 134..782 nodes
 QUICK_MODELS = ["mobilenet", "mobilenetv2", "resnet50"]
 
 

@@ -7,7 +7,7 @@ dependency (s_u <= s_v); the cut is forced or forbidden so that exactly K stages
 empty (when |V| >= K). Every precedence-respecting partition is reachable (emit stage 0's nodes,
 cut, stage 1's nodes, ...), so exact-ILP labels can be imitated without loss.
 
-Network (DESIGN.md §4, 256 units): per-node features -> two rounds of message passing over
+Network (the seed paper's, 256 units): per-node features -> two rounds of message passing over
 predecessors and successors (graph embedding) -> LSTM encoder over the nodes in topological
 order -> LSTM decoder whose input is the previously pointed item plus the running state of the
 plan (stage, parameter bytes in the open stage vs. the per-stage share, bytes a cut now would

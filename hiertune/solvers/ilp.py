@@ -1,6 +1,6 @@
 """The stage-partition ILP: K pipeline stages over an operator DAG, solved lexicographically.
 
-Model (DESIGN.md §4), written once as a neutral `LinearModel` for every backend, in the
+Model (the seed paper's), written once as a neutral `LinearModel` for every backend, in the
 cumulative form of the assignment x[v,k] (node v in stage k):
   binary y[v,b] = [s_v <= b] = sum_{k<=b} x[v,k] for the allowed stages b of v but its last,
   monotone (y[v,b] <= y[v,b']) for b < b'; x[v,k] = y[v,k] - y[v,k-1] is a linear expression;
