@@ -116,8 +116,11 @@ def tuned(convnet, tmp_path_factory) -> Path:
     actor start-up to wait for on a loaded CI machine)."""
     work = tmp_path_factory.mktemp("tuned")
     records = work / "harl.jsonl"
+    short_rounds = work / "harl.toml"  # a setting without a flag goes through --config
+    short_rounds.write_text("[episode]\nmax_steps = 12\n")
     out = cli("tune", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--trials", "40",
-              "--topk", "4", "--tracks", "4", "--max-steps", "12", "--records", str(records), "--target", TARGET, "--no-ray")
+              "--topk", "4", "--tracks", "4", "--config", str(short_rounds), "--records", str(records),
+              "--target", TARGET, "--no-ray")
     assert out.returncode == 0, out.stderr[-2000:]
     return records
 
