@@ -270,7 +270,7 @@ def main() -> None:
 
     result = {
         "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
-        "config": vars(args) | {"out": str(args.out)},
+        "config": vars(args) | {"out": str(args.out), "cluster": str(args.cluster)},
         "measured": measured,
         "measured_ratio_2_vs_1": measured[1]["trials_per_min"] / measured[0]["trials_per_min"],
         "costs": {
@@ -297,7 +297,7 @@ def main() -> None:
     if cluster:
         for hosts in (1, 2):
             rate = cluster[f"{hosts}_hosts_trials_per_min"]
-            table.add_row("namespace cluster (tune, shared cores)", f"{hosts} host(s)", "8", f"{rate:.1f}",
+            table.add_row("cluster smoke (tune)", f"{hosts} host(s)", "8", f"{rate:.1f}",
                           f"{rate / cluster['1_hosts_trials_per_min']:.2f}x", "-", "-")
     for p in projected:
         table.add_row("simulated", str(p["nodes"]), str(p["batch"]), f"{p['trials_per_min']:.1f}",

@@ -182,3 +182,16 @@ def test_pool_that_cannot_be_placed_errors_at_once_naming_the_fix(ray_session):
     with pytest.raises(HiertuneError, match="--runners must be >= 1"):
         create_pool(RunnerConfig(), num_runners=0)
     assert time.monotonic() - start < 10
+
+
+def test_a_client_without_the_token_is_refused_with_one_line_naming_the_fix(ray_session, tmp_path):
+    """The session's own Ray runs with token auth like every hiertune Ray; a client whose home
+    holds no token (and no RAY_AUTH_TOKEN) cannot join it."""
+    address = ray_session.get_runtime_context().gcs_address
+    code = ("from hiertune.platform.ray_runtime import RayConfig, init_ray\n"
+            f"init_ray(RayConfig(address={address!r}))\nprint('JOINED')")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_TOKEN")}
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT), RAY_AUTH_MODE="token")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "JOINED" not in proc.stdout and proc.returncode != 0
+    assert "HiertuneError: joining the Ray cluster" in proc.stderr and "auth_token" in proc.stderr

@@ -69,14 +69,15 @@ def init_ray(config: RayConfig | None = None) -> dict[str, Any]:
                 resources=dict(config.resources),
                 _system_config={"enable_worker_prestart": False},
             )
-    except ray.exceptions.AuthenticationError as err:
+    except ray.exceptions.AuthenticationError:  # token mode, but no token here
         raise HiertuneError(
-            f"the Ray cluster at {address!r} refused this client ({str(err).splitlines()[0]}); copy its token "
-            "(the head's ~/.ray/auth_token) to ~/.ray/auth_token here or set RAY_AUTH_TOKEN"
+            f"joining the Ray cluster at {address!r} needs its token: copy the head's ~/.ray/auth_token "
+            "to ~/.ray/auth_token here or set RAY_AUTH_TOKEN"
         ) from None
     except ConnectionError as err:
         raise HiertuneError(
-            f"cannot reach the Ray cluster at {address!r} ({err}); start it with `ray start --head` "
+            f"cannot reach the Ray cluster at {address!r} ({err}); start it with `ray start --head`, "
+            "check that this client holds the cluster's token (a wrong one is refused like this), "
             "or unset RAY_ADDRESS to run locally"
         ) from None
     _keep_token_private()
