@@ -141,3 +141,15 @@ def test_bad_config_file_names_the_setting(tmp_path) -> None:
     bad.write_text("{not json")
     with pytest.raises(HiertuneError, match="not valid JSON"):
         load_config(HarlConfig, bad)
+
+
+def test_partition_flags_take_their_defaults_from_incilp_config() -> None:
+    from hiertune.cli import build_parser
+    from hiertune.solvers.incilp import IncIlpConfig
+
+    args = build_parser("partition").parse_args(["partition", "--model", "vgg16"])
+    config = IncIlpConfig()
+    assert (args.gamma, args.initial, args.window, args.rounds, not args.no_refine_cuts) == (
+        config.gamma, config.initial, config.window, config.rounds, config.refine_cuts)
+    assert (args.solver, args.time_limit, args.threads, args.cache_mb * 1024**2) == (
+        config.ilp.solver, config.ilp.time_limit_s, config.ilp.threads, config.ilp.cache_bytes)

@@ -28,30 +28,39 @@ def _gamma(text: str) -> float:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
+    from hiertune.commands.config_args import field_default
+    from hiertune.solvers.incilp import IncIlpConfig
+
+    def default(dotted: str) -> tuple:
+        value, doc = field_default(IncIlpConfig, dotted)
+        return value, f"{doc} (default: {value})"
+
     parser.add_argument("--model", required=True,
                         help="zoo model name (e.g. resnet152), a graph .json, a .tflite or an .onnx file")
     parser.add_argument("--form", choices=("keras", "tflite"), default="keras",
                         help="graph form of a zoo model: Keras layers (the paper's |V|) or TFLite ops")
-    parser.add_argument("--stages", type=int, default=6, help="number of pipeline stages (Edge TPUs)")
-    parser.add_argument("--gamma", type=_gamma, default=10.0,
-                        help="Inc-ILP window half-width in ASAP levels; 'inf' solves the exact ILP")
-    parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat", "ideal-dp"), default="auto",
-                        help="auto: Gurobi when the model fits its licence, else CP-SAT; ideal-dp: the exact "
-                             "DP over the graph's ideals (whole graph only, with --gamma inf; fast on narrow graphs)")
-    parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default=None,
-                        help="initial plan: best = the better of the pointer net's and libcoral's; "
-                             "auto = the pointer net, falling back to libcoral's split")
-    parser.add_argument("--window", choices=("adjacent", "any"), default="adjacent",
-                        help="where a re-opened node may go: across its own boundary (adjacent) or to "
-                             "any stage its fixed neighbours allow (any, the larger model)")
-    parser.add_argument("--no-refine-cuts", action="store_true",
-                        help="start the window from the initial plan's own cuts (the paper) instead of "
-                             "placing them exactly along its order first")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="re-centre the window on the new plan and solve again, up to this many times")
-    parser.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole ILP solve")
-    parser.add_argument("--threads", type=int, default=1, help="solver threads")
-    parser.add_argument("--cache-mb", type=float, default=8.0, help="parameter cache per stage, MiB")
+    parser.add_argument("--stages", type=int, default=6, help="number of pipeline stages (Edge TPUs), 2..16 and more")
+    gamma, gamma_help = default("gamma")
+    parser.add_argument("--gamma", type=_gamma, default=float(gamma), help=gamma_help)
+    solver, solver_help = default("ilp.solver")
+    parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat", "ideal-dp"), default=solver,
+                        help=solver_help + "; ideal-dp needs --gamma inf")
+    initial, initial_help = default("initial")
+    parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default=initial,
+                        help=initial_help + "; pointer / libcoral: that plan alone")
+    window, window_help = default("window")
+    parser.add_argument("--window", choices=("adjacent", "any"), default=window, help=window_help)
+    parser.add_argument("--no-refine-cuts", action="store_true", help="start the window from the initial plan's "
+                        "own cuts (the paper) instead of placing them exactly along its order first")
+    rounds, rounds_help = default("rounds")
+    parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    limit, limit_help = default("ilp.time_limit_s")
+    parser.add_argument("--time-limit", type=float, default=limit, help=limit_help)
+    threads, threads_help = default("ilp.threads")
+    parser.add_argument("--threads", type=int, default=threads, help=threads_help)
+    cache, cache_doc = field_default(IncIlpConfig, "ilp.cache_bytes")
+    parser.add_argument("--cache-mb", type=float, default=cache / 1024**2,
+                        help=f"{cache_doc.replace('bytes', 'MiB')} (default: {cache / 1024**2:g})")
     parser.add_argument("--prove", action="store_true",
                         help="after the plan: solve the whole model with the plan as a complete start and "
                              "cold (time to proof of each), and the ideal DP where the graph is narrow")
@@ -90,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     cache = int(args.cache_mb * 1024**2)
     config = IncIlpConfig(
         gamma=args.gamma,
-        **({"initial": args.initial} if args.initial else {}),  # unset: IncIlpConfig's default
+        initial=args.initial,
         window=args.window,
         rounds=args.rounds,
         refine_cuts=not args.no_refine_cuts,

@@ -57,17 +57,22 @@ class PartitionError(HiertuneError):
 
 @dataclass
 class IlpConfig:
-    """How to solve: backend (`auto` = Gurobi when the model fits its licence, else CP-SAT),
-    the time limit of the whole lexicographic solve, MIP gap (0: the fixing needs optima),
-    extra CP-SAT parameters (`backends.default_cpsat_parameters`; {} = CP-SAT's own defaults)."""
+    """How the partition ILP is solved."""
 
     solver: str = "auto"
-    time_limit_s: float = 120.0
+    """Backend: auto (Gurobi when the model fits its licence, else CP-SAT), gurobi, highs, cpsat, ideal-dp (whole graph only)."""
+    time_limit_s: float = 300.0
+    """Seconds for the whole lexicographic solve, all phases together."""
     mip_gap: float = 0.0
+    """Relative MIP gap of each phase (0: fixing a phase's optimum needs the optimum)."""
     threads: int = 1
+    """Solver threads."""
     cache_bytes: int = EDGE_TPU_CACHE_BYTES
+    """Parameter cache per stage, bytes (parameters beyond it are off-cache)."""
     seed: int = 0
+    """Solver random seed."""
     cpsat_parameters: dict[str, Any] = field(default_factory=default_cpsat_parameters)
+    """Extra CP-SAT parameters ({} = CP-SAT's own defaults)."""
 
 
 @dataclass

@@ -53,25 +53,20 @@ class Scheduler(Protocol):
 
 @dataclass
 class IncIlpConfig:
-    """gamma: window half-width in ASAP levels (math.inf = exact ILP). initial: where the initial
-    plan comes from (`best`, the default = the lexicographically best of the scheduler's plan when
-    a scheduler is passed, the plan passed in and libcoral's split; `auto` = the scheduler's plan,
-    else the plan passed in, else libcoral's split). window: where a re-opened node may go.
-    `adjacent` (default): across the boundaries whose window holds it, to the stages beside them.
-    `any`: any stage its fixed neighbours allow. Measured on the zoo at gamma = 10 (42 cases, one
-    run): from the default start (exact cuts) both reach the optimum in 42/42, and `adjacent` solves
-    1.36x faster (geomean; up to 3x on branchy graphs, where `any` gives each node up to K stages);
-    from the paper's plain starts `any` reached one more optimum each (pointer 55% vs 52%,
-    libcoral 95% vs 93%). rounds > 1 re-centres the window on the new plan's boundaries and solves
-    again while the objectives improve (the paper does one round). refine_cuts: place the initial
-    plan's cuts exactly along its order first (never worse than the plan; see the module docstring)."""
+    """Inc-ILP's settings: where the first plan comes from, the window, and the exact solver."""
 
     gamma: float = 10
+    """Window half-width in ASAP levels around the initial plan's stage boundaries (inf: the exact ILP)."""
     initial: str = "best"
+    """Initial plan: best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; auto = the scheduler's plan, else the plan passed in, else libcoral's split."""
     window: str = "adjacent"
+    """Where a re-opened node may go: across the boundaries whose window holds it (adjacent), or any stage its fixed neighbours allow (any: a larger model, the paper's)."""
     rounds: int = 1
+    """Re-centre the window on the new plan and solve again while the objectives improve, up to this many times (the paper: 1)."""
     refine_cuts: bool = True
+    """Place the initial plan's cuts exactly along its own node order first (never worse than the plan; False: the paper's start)."""
     ilp: IlpConfig = field(default_factory=IlpConfig)
+    """The exact solver of the window (or of the whole graph)."""
 
 
 @dataclass
