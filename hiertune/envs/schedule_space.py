@@ -126,7 +126,6 @@ class Sketch:
 
     index: int
     insts: list[Any]  # the design-space trace's instructions (no postproc)
-    sample_kinds: tuple[str, ...]  # kind of every sampling instruction, trace order
     tile_slots: list[int]  # positions (into the decision tuple) of SamplePerfectTile
     tile_max_innermost: list[int]
     cat_slots: list[int]
@@ -136,7 +135,6 @@ class Sketch:
     anchor: str | None  # block whose outer loops the parallel edit counts
     parallel_default: int | None  # the sketch's meta_schedule.parallel value (None: no annotation)
     shape: tuple[str, ...]  # every instruction as JSON minus tunable values: matches records to sketches
-    default_decisions: tuple[Any, ...]
 
 
 @dataclass(eq=False)
@@ -224,7 +222,8 @@ class ScheduleSpace:
     def _read_sketch(self, index: int, space: Any) -> Sketch:
         trace = space.trace
         insts = list(trace.insts)
-        kinds, tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots, defaults = [], [], [], [], [], [], []
+        tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots = [], [], [], [], []
+        slot = -1  # position of the sampling instruction in the decision tuple
         loc_blocks: list[str] = []
         block_names: dict[int, str] = {}
         loop_block: dict[int, str] = {}
@@ -241,9 +240,7 @@ class ScheduleSpace:
                 parallel_default = int(_py(inst.inputs[1]))
             if not kind.startswith("Sample"):
                 continue
-            slot = len(kinds)
-            kinds.append(kind)
-            defaults.append(_py(trace.get_decision(inst)))
+            slot += 1
             if kind == SAMPLE_TILE:
                 tile_slots.append(slot)
                 tile_inner.append(int(_py(inst.attrs[1])))
@@ -261,11 +258,11 @@ class ScheduleSpace:
             depth = {n: len(tir_loops.loops_above(func, n) or []) for n in names}
             anchor = max(names, key=lambda n: depth[n]) if names else None
         return Sketch(
-            index=index, insts=insts, sample_kinds=tuple(kinds), tile_slots=tile_slots,
+            index=index, insts=insts, tile_slots=tile_slots,
             tile_max_innermost=tile_inner, cat_slots=cat_slots, cat_sizes=cat_sizes, loc_slots=loc_slots,
             loc_blocks=loc_blocks,
             anchor=anchor, parallel_default=parallel_default,
-            shape=_instruction_shape(trace.as_json()[0]), default_decisions=tuple(defaults),
+            shape=_instruction_shape(trace.as_json()[0]),
         )
 
     def _consumers(self, block: str) -> list[str]:
