@@ -9,8 +9,9 @@ decisions, replayed on a fresh schedule, then the context's postprocs. Replay si
 invalid decisions, so decisions are always read back from the replayed trace.
 
 Edits (layout and decoding in `edit_actions`):
-* tile-size: move the smallest prime factor of one tile level to another level of the same loop;
-  the product stays the loop extent; the innermost level respects `max_innermost_factor`.
+* tile-size: move the smallest prime factor of one tile level to another level of the same loop
+  (optionally also its whole factor, or its largest prime: `SpaceConfig`); the product stays the
+  loop extent; the innermost level respects `max_innermost_factor`.
 * compute-at: step to the previous / next legal location of a SampleComputeLocation. MetaSchedule
   keeps the legal list in C++ (CollectComputeLocation); `tir_loops.compute_location_candidates`
   rebuilds it from the replayed program (unit loops, data-parallel loops after a reduction loop
@@ -79,6 +80,8 @@ class SpaceConfig:
     num_threads: int = 1  # TuneContext threads (feature extraction)
     whole_tile_moves: bool = True  # tile edits may also move a level's whole factor (False: one
     #   prime at a time, the paper's edit; the whole-move actions are then masked)
+    largest_prime_moves: bool = False  # tile edits may also move a level's largest prime factor
+    #   (a 7 out of 56 in one edit; False: the smallest prime only, the paper's edit)
 
 
 def _py(value: Any) -> Any:
@@ -355,7 +358,8 @@ class ScheduleSpace:
         mask = np.zeros(ACTION_DIM, dtype=bool)
         mask[ea.NOOP] = True
         d = state.decisions
-        whole_moves = (False, True) if self.config.whole_tile_moves else (False,)
+        moves = [(False, False)] + [(True, False)] * self.config.whole_tile_moves \
+            + [(False, True)] * self.config.largest_prime_moves  # (whole, largest)
         for i, slot in enumerate(sk.tile_slots[: ea.MAX_TILE_INSTS]):
             factors = d[slot]
             if len(factors) > ea.MAX_TILE_LEVELS:
@@ -364,9 +368,9 @@ class ScheduleSpace:
                 if factors[src] < 2:
                     continue
                 for dst in range(len(factors)):
-                    for whole in whole_moves:
-                        if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole):
-                            mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst, whole=whole))] = True
+                    for whole, largest in moves:
+                        if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole, largest):
+                            mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst, whole=whole, largest=largest))] = True
         for j, slot in enumerate(sk.loc_slots[: ea.MAX_COMPUTE_AT]):
             loc, cands = d[slot], state.loc_candidates[j]
             mask[ea.encode(ea.Edit("compute_at", inst=j, delta=-1))] = any(c < loc for c in cands)
@@ -407,7 +411,8 @@ class ScheduleSpace:
         par = state.parallel_extent
         if edit.kind == "tile":
             slot = sk.tile_slots[edit.inst]
-            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst], edit.whole)
+            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst], edit.whole,
+                                        edit.largest)
             if moved is None:
                 return None
             d[slot] = moved
