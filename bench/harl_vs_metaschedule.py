@@ -21,6 +21,8 @@ The suite's JSON is rewritten after every piece; `--resume` skips pieces already
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import math
 import os
@@ -31,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
@@ -89,6 +92,21 @@ class TimedRunner:
 
 
 # ---------------------------------------------------------------------- one tuning run
+@contextlib.contextmanager
+def space_defaults(options: dict[str, Any]) -> Iterator[None]:
+    """Run HARL with other `SpaceConfig` defaults (an A/B arm of a schedule-space option the
+    search's own config does not expose): HarlSearch builds its SpaceConfig itself."""
+    from hiertune.envs import schedule_space
+
+    original = schedule_space.SpaceConfig
+    if options:
+        schedule_space.SpaceConfig = functools.partial(original, **options)
+    try:
+        yield
+    finally:
+        schedule_space.SpaceConfig = original
+
+
 def records_path(work: Path, workload: str, label: str, seed: int) -> Path:
     return Path(work) / f"{workload.replace(':', '_')}_{label}_{seed}.jsonl"
 
@@ -108,8 +126,11 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     start_wall = time.time()
     extra: dict[str, Any] = {}
     if tuner == HARL:
-        config = HarlConfig(trials=trials, seed=seed, **(harl_options or {}))
-        result = HarlSearch(workload, target, timed, store, config).run()
+        options = dict(harl_options or {})
+        space = options.pop("space", {})
+        config = HarlConfig(trials=trials, seed=seed, **options)
+        with space_defaults(space):
+            result = HarlSearch(workload, target, timed, store, config).run()
         extra = {"loop_search_s_per_trial": result.search_s_per_trial, "task_trials": result.task_trials,
                  "exhausted": result.exhausted, "options": harl_options or {}}
     else:
@@ -716,6 +737,80 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+def parse_space_options(items: list[str]) -> dict[str, Any]:
+    """`--space-option largest_prime_moves=1` -> {"largest_prime_moves": True} (typed by the field)."""
+    from dataclasses import fields
+
+    from hiertune.envs.schedule_space import SpaceConfig
+
+    types = {f.name: f.type for f in fields(SpaceConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in types:
+            raise SystemExit(f"--space-option {item!r}: SpaceConfig has {', '.join(types)}")
+        kind = types[name] if isinstance(types[name], str) else types[name].__name__
+        out[name] = value.lower() in ("1", "true", "yes") if kind == "bool" else int(value) if kind == "int" else value
+    return out
+
+
+def run_ab(args: argparse.Namespace) -> dict[str, Any]:
+    """A schedule-space option against the defaults on broad-suite cases: two HARL arms back to
+    back per case and seed (same runner, order alternating), ratios option / defaults, and each
+    arm against the MetaSchedule best of the same case and seed in the broad JSON."""
+    from hiertune.platform.ray_runtime import RayConfig, init_ray
+    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.workloads import get_workload
+    from hiertune.workloads.tvm_support import make_target
+
+    options = parse_space_options(args.space_option)
+    tag = ",".join(f"{k}={v}" for k, v in options.items())
+    out_path = Path(args.out)
+    summary: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {}
+    summary.setdefault("commands", []).append("python " + " ".join([sys.argv[0], *sys.argv[1:]]))
+    arms = summary.setdefault("ab", {}).setdefault(tag, {})
+    broad = json.loads(Path(args.baseline).read_text()).get("cases", {}) if Path(args.baseline).exists() else {}
+    target = make_target("llvm", num_cores=args.runner_cores)
+    plan = [c for c in broad_plan(args.suite) if not args.only or c["key"] in args.only]
+    work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
+    runner = None
+    try:
+        for i, case in enumerate(plan):
+            for seed in args.seeds_override or case["seeds"][:1]:
+                key = f"{case['key']}@{seed}"
+                if key in arms:
+                    continue
+                if runner is None:
+                    init_ray(RayConfig())
+                    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
+                                                        work_dir=str(work_root / "tmp")))
+                workload = get_workload(case["workload"], target)
+                work = work_root / key.replace(":", "_").replace("@", "_")
+                import shutil
+
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir(parents=True)
+                order = [("defaults", {}), ("option", options)]
+                if (i + seed) % 2:
+                    order.reverse()
+                runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,
+                                         {"elite_fraction": args.elite_starts, "space": opts}, label=f"harl_{label}")
+                        for label, opts in order}
+                ms = next((r[MS]["best_ms"] for r in broad.get(case["key"], {}).get("runs", []) if r["seed"] == seed), None)
+                arms[key] = {"order": [label for label, _ in order], **runs,
+                             "option_over_defaults": runs["option"]["best_ms"] / runs["defaults"]["best_ms"],
+                             "over_ms": {label: runs[label]["best_ms"] / ms if ms else None for label in runs}}
+                print(f"[{time.strftime('%H:%M:%S')}] {tag} {key}: defaults {runs['defaults']['best_ms']:.4f} ms, "
+                      f"option {runs['option']['best_ms']:.4f} ms, ratio {arms[key]['option_over_defaults']:.3f}", flush=True)
+                summary.setdefault("geomean_option_over_defaults", {})[tag] = geomean(
+                    [a["option_over_defaults"] for a in arms.values()])
+                _save(summary, out_path)
+    finally:
+        if runner is not None:
+            runner.close()
+    return summary
+
+
 def broad_table(summary: dict[str, Any]) -> Any:
     from rich.table import Table
 
@@ -1002,6 +1097,10 @@ def main() -> None:
     parser.add_argument("--redo-ablations", action="store_true", help="suite: drop the ablations in --out and run them again")
     parser.add_argument("--redo-remeasure", action="store_true",
                         help="suite: drop the side-by-side re-timing in --out and run it again")
+    parser.add_argument("--space-option", nargs="+", default=[], metavar="FIELD=VALUE",
+                        help="broad suite: A/B of a SpaceConfig option against the defaults, HARL only "
+                             "(MetaSchedule's best from --baseline)")
+    parser.add_argument("--baseline", default=str(BROAD_JSON), help="broad A/B: the broad JSON with the MS bests")
     parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
     args = parser.parse_args()
@@ -1010,6 +1109,12 @@ def main() -> None:
         return
     from rich.console import Console
 
+    if args.suite in (BROAD_SELECT, BROAD_REPORT) and args.space_option:
+        if args.out == str(SUITE_JSON):
+            args.out = str(BROAD_JSON.with_name(BROAD_JSON.stem + "_ab.json"))
+        summary = run_ab(args)
+        Console().print(summary.get("geomean_option_over_defaults"))
+        return
     if args.suite in (BROAD_SELECT, BROAD_REPORT):
         if args.out == str(SUITE_JSON):
             args.out = str(BROAD_JSON)

@@ -120,7 +120,7 @@ def main() -> None:
     scores = model.predict([s for s, _ in ok] + [ms_best])
     out["ms_best_rank_among_harl_measured"] = int((scores[:-1] > scores[-1]).sum()) + 1
     out["harl_measured"] = len(ok)
-    print(json.dumps(out, indent=1))
+    print("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in out.items()) + "\n}")
 
 
 if __name__ == "__main__":

@@ -310,3 +310,17 @@ def test_largest_prime_moves_are_opt_in_and_move_the_largest_prime(target):
         p = ea.largest_prime_factor(before[edit.src])
         assert p > ea.smallest_prime_factor(before[edit.src])
         assert after[edit.src] * p == before[edit.src] and after[edit.dst] == before[edit.dst] * p
+
+
+def test_metaschedule_simplified_traces_map_back_to_states(gmm):
+    # MetaSchedule stores traces simplified: the design space's unbound getters (GetConsumers
+    # with no outputs) are gone. They still match their sketch and give back the same state.
+    for sketch in range(gmm.num_sketches):
+        state = gmm.random_state(sketch, np.random.default_rng(sketch))
+        full = state.trace.as_json()
+        simplified = state.trace.simplified(remove_postproc=False).as_json()
+        assert len(simplified[0]) <= len(full[0])
+        back = gmm.state_from_trace_json(simplified)
+        assert back is not None and back.key == state.key
+    dropped = [i for i in gmm.sketches[0].insts if i.kind.name == "GetConsumers" and not i.outputs]
+    assert dropped, "the GEMM sketch has an unbound GetConsumers that simplification drops"

@@ -97,14 +97,21 @@ def _tvm_decision(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _live_positions(json_insts: Sequence[Any]) -> list[int]:
+    """Positions of the instructions that matter for matching a trace to a sketch: all but
+    getters whose result is never bound (a design space's `GetConsumers` with no outputs, which
+    MetaSchedule drops when it simplifies a trace before storing it)."""
+    return [i for i, inst in enumerate(json_insts) if not (inst[0].startswith("Get") and not inst[3])]
+
+
 def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
-    """Instructions of a trace JSON with the tunable parallel value blanked, one string each.
+    """Live instructions of a trace JSON with the tunable parallel value blanked, one string each.
 
     Sketches of one task can differ only in an instruction's inputs (e.g. the loop a cache-write
     block is computed at), so kinds alone do not tell them apart.
     """
     out = []
-    for inst in json_insts:
+    for inst in (json_insts[i] for i in _live_positions(json_insts)):
         kind, inputs, attrs = inst[0], list(inst[1]), inst[2]
         if kind == "Annotate" and attrs and attrs[0] == PARALLEL_ANN:
             inputs = inputs[:1]
@@ -498,7 +505,8 @@ class ScheduleSpace:
         for sk in self.sketches:
             if shape[: len(sk.shape)] != sk.shape:
                 continue
-            values = [_py(by_index[i]) for i, inst in enumerate(insts[: len(sk.shape)]) if inst[0].startswith("Sample")]
+            live = _live_positions(insts[:end])[: len(sk.shape)]  # the record's own positions of the sketch's instructions
+            values = [_py(by_index[i]) for i in live if insts[i][0].startswith("Sample")]
             # the last value given to the root's parallel annotation: our override, or the
             # sketch's own instruction as MetaSchedule's MutateParallel rewrites it
             par = None
