@@ -16,6 +16,23 @@ The suite (issue 4: operators, a network with MetaSchedule's gradient task sched
     python bench/harl_vs_metaschedule.py --suite full
 
 The suite's JSON is rewritten after every piece; `--resume` skips pieces already in it.
+
+The broad suite, in two halves (bench/results/harl_vs_metaschedule_broad.json + PNG): the
+selection half (shape 1 of every te_workload family, 64 trials, seeds 0 and 1), on which
+defaults may be chosen, and the report half (shape 2 of every family, five at batch 16, the
+heaviest task of each kind of the model benchmark's networks, four shapes at 256 trials, seed 0),
+which is never used to choose. Top-level keys are over the report half, `selection` holds the
+same over the selection half; every geomean has a bootstrap 90% interval over cases beside it
+(`..._ci90`), every case its spread over seeds, and `cases_done` / `cases_planned` say how much
+of a half a partial file holds. A stopped run continues pair by pair from the JSON:
+
+    python bench/harl_vs_metaschedule.py --suite broad-select --suite-seeds 0 --work-dir runs/broad
+    python bench/harl_vs_metaschedule.py --suite broad-report --work-dir runs/broad
+
+A schedule-space option against the defaults (two HARL arms back to back per case, each also
+against the MetaSchedule best of the broad JSON):
+
+    python bench/harl_vs_metaschedule.py --suite broad-select --space-option largest_prime_moves=1 --only DEP:1
 """
 
 from __future__ import annotations
@@ -679,6 +696,8 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     })
     summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
     target = make_target("llvm", num_cores=args.runner_cores)
+    code = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent).stdout.strip() or None
     plan = broad_plan(args.suite)
     networks: dict[str, Any] = {}
     if args.suite == BROAD_REPORT and not args.only:
@@ -722,6 +741,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
                 pair = run_pair(workload, case["trials"], seed, runner, work, args.elite_starts, target,
                                 harl_first=(i + seed) % 2 == 0)
                 pair["seed"] = seed
+                pair["code"] = code  # the commit the pair ran on (a resumed half may span commits)
                 pair["ratios"] = run_ratios(pair)
                 entry["runs"].append(pair)
                 log(f"{case['key']} seed {seed}: HARL {_fmt(pair[HARL]['best_ms'], '.4f')} ms, "
