@@ -849,6 +849,30 @@ def broad_table(summary: dict[str, Any]) -> Any:
     return table
 
 
+def broad_markdown(summary: dict[str, Any]) -> str:
+    """bench/README.md's broad-suite table: one row per finished case, then each half's headline."""
+    lines = ["| half | case | seeds | latency H/MS (min..max) | MS best max/min over seeds | trials ratio | reached | time to quality |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    report = half_summary({k: c for k, c in summary["cases"].items() if c["half"] == BROAD_REPORT})
+    heads = []
+    for half, s in ((BROAD_SELECT, summary["selection"]), (BROAD_REPORT, report)):
+        for key, st in s["case_stats"].items():
+            sp = st["spread"]
+            lines.append(f"| {half} | {key} | {','.join(map(str, st['seeds_done']))} | {_fmt(st['latency_ratio'])} "
+                         f"({_fmt(sp['latency_ratio_min'])}..{_fmt(sp['latency_ratio_max'])}) | "
+                         f"{_fmt(sp['ms_best_max_over_min'], '.2f')} | {_fmt(st['trials_ratio'], '.2f')} | "
+                         f"{_fmt(st['reached_fraction'], '.2f')} | {_fmt(st['time_to_quality_ratio'], '.2f')} |")
+        if s["case_stats"]:
+            ci = s.get("geomean_latency_ratio_ci90") or [None, None]
+            heads.append(f"- {half}: {s['pairs_done']}/{s['pairs_planned']} pairs, {s['cases_done']}/{s['cases_planned']} "
+                         f"cases done; geomean latency H/MS **{_fmt(s['geomean_latency_ratio'])}** (90% CI "
+                         f"{_fmt(ci[0])}-{_fmt(ci[1])}), worst {s['worst_latency_ratio'][0]} {_fmt(s['worst_latency_ratio'][1])}, "
+                         f"families lost {', '.join(s['families_lost']) or 'none'}, trials ratio "
+                         f"{_fmt(s['geomean_trials_ratio'], '.2f')}, reached {_fmt(s['reached_fraction'], '.2f')}, "
+                         f"time to quality {_fmt(s['time_to_quality_ratio'], '.2f')}")
+    return "\n".join(lines + [""] + heads + ["", "Made by " + ", then ".join(f"`{c}`" for c in summary.get("commands", [])) + "."])
+
+
 def plot_broad(summary: dict[str, Any], path: Path) -> None:
     """Per case: HARL/MetaSchedule latency ratio (geomean over seeds, bars from min to max over
     seeds), one panel per half, the geomean and its 90% interval as a band."""
@@ -1143,6 +1167,8 @@ def main() -> None:
         _save(summary, Path(args.out))
         plot_broad(summary, Path(args.out).with_suffix(".png"))
         Console(width=max(Console().width, 160)).print(broad_table(summary))
+        if args.markdown:
+            print(broad_markdown(summary))
         return
 
     summary = json.loads(Path(args.out).read_text()) if args.replot else run_suite(args)
