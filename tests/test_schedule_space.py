@@ -198,7 +198,7 @@ def test_whole_moves_can_be_switched_off(gmm, target):
 def test_invalid_edits_are_masked_no_ops(gmm):
     state = gmm.random_state(2, np.random.default_rng(8))
     mask = gmm.action_mask(state)
-    assert mask.shape == (ea.ACTION_DIM,) and mask[ea.NOOP]
+    assert mask.shape == (gmm.action_dim,) == (ea.BASE_ACTION_DIM,) and mask[ea.NOOP]  # no opt-in block
     # padding beyond this task's instructions, and compute-at (GMM has none), are masked
     assert not mask[ea.encode(ea.Edit("tile", inst=ea.MAX_TILE_INSTS - 1, src=0, dst=1))]
     assert not mask[ea.COMPUTE_AT_OFFSET: ea.PARALLEL_OFFSET].any()
@@ -300,6 +300,7 @@ def test_largest_prime_moves_are_opt_in_and_move_the_largest_prime(target):
     plain = ScheduleSpace(mod, target)
     space = ScheduleSpace(mod, target, config=SpaceConfig(largest_prime_moves=True))
     state = space.random_state(0, np.random.default_rng(2))
+    assert space.action_dim == ea.ACTION_DIM and plain.action_dim == ea.BASE_ACTION_DIM
     largest = [a for a in np.flatnonzero(space.action_mask(state)) if ea.decode(a).largest]
     assert largest, "a 56x56 conv has a level with two distinct primes"
     assert not any(ea.decode(a).largest for a in np.flatnonzero(plain.action_mask(state)))

@@ -10,14 +10,18 @@ The space is one flat `Discrete(ACTION_DIM)` (what RLlib's action-masking module
     [TILE_WHOLE_OFFSET, +TILE_ACTIONS)        tile-size, whole level: the same triples, moving all of
                                               level a's factor to level b (legal only when that factor
                                               is composite, else it repeats the prime move)
-    [TILE_LARGEST_OFFSET, +TILE_ACTIONS)      tile-size, largest prime: the same triples, moving the
-                                              largest prime factor of level a (legal only when level
-                                              a has two distinct primes, else it repeats a move above)
     [COMPUTE_AT_OFFSET, +COMPUTE_AT_ACTIONS)  compute-at: (SampleComputeLocation j, -1 | +1) in its
                                               sorted legal locations
     [PARALLEL_OFFSET, +2)                     parallel: fused outer loops -1 | +1
     [UNROLL_OFFSET, +UNROLL_ACTIONS)          auto-unroll: (SampleCategorical j, -1 | +1) in its
                                               candidate list
+    [TILE_LARGEST_OFFSET, +TILE_ACTIONS)      tile-size, largest prime (opt-in): the tile triples,
+                                              moving the largest prime factor of level a (legal only
+                                              when level a has two distinct primes, else it repeats a
+                                              move above)
+
+The opt-in block comes last, so a space without it has the first BASE_ACTION_DIM actions only
+and exactly the layout (and policy network) it had before the block existed.
 
 Nothing here imports TVM: the edits work on plain decision tuples so they are cheap and testable.
 """
@@ -40,11 +44,12 @@ UNROLL_ACTIONS = 2 * MAX_CATEGORICAL
 NOOP = 0
 TILE_OFFSET = 1
 TILE_WHOLE_OFFSET = TILE_OFFSET + TILE_ACTIONS
-TILE_LARGEST_OFFSET = TILE_WHOLE_OFFSET + TILE_ACTIONS
-COMPUTE_AT_OFFSET = TILE_LARGEST_OFFSET + TILE_ACTIONS
+COMPUTE_AT_OFFSET = TILE_WHOLE_OFFSET + TILE_ACTIONS
 PARALLEL_OFFSET = COMPUTE_AT_OFFSET + COMPUTE_AT_ACTIONS
 UNROLL_OFFSET = PARALLEL_OFFSET + PARALLEL_ACTIONS
-ACTION_DIM = UNROLL_OFFSET + UNROLL_ACTIONS
+BASE_ACTION_DIM = UNROLL_OFFSET + UNROLL_ACTIONS  # every action but the opt-in block
+TILE_LARGEST_OFFSET = BASE_ACTION_DIM
+ACTION_DIM = TILE_LARGEST_OFFSET + TILE_ACTIONS
 
 EDIT_KINDS = ("noop", "tile", "compute_at", "parallel", "unroll")
 
@@ -71,11 +76,12 @@ def decode(action: int) -> Edit:
         raise ValueError(f"action {a} outside [0, {ACTION_DIM})")
     if a == NOOP:
         return Edit("noop")
-    if a < COMPUTE_AT_OFFSET:
-        block, rest = divmod(a - TILE_OFFSET, TILE_ACTIONS)
-        inst, pair = divmod(rest, TILE_PAIRS)
+    if a < COMPUTE_AT_OFFSET or a >= TILE_LARGEST_OFFSET:
+        offset = TILE_LARGEST_OFFSET if a >= TILE_LARGEST_OFFSET else TILE_WHOLE_OFFSET if a >= TILE_WHOLE_OFFSET else TILE_OFFSET
+        inst, pair = divmod(a - offset, TILE_PAIRS)
         src, dst = divmod(pair, MAX_TILE_LEVELS - 1)
-        return Edit("tile", inst=inst, src=src, dst=dst if dst < src else dst + 1, whole=block == 1, largest=block == 2)
+        return Edit("tile", inst=inst, src=src, dst=dst if dst < src else dst + 1, whole=offset == TILE_WHOLE_OFFSET,
+                    largest=offset == TILE_LARGEST_OFFSET)
     if a < PARALLEL_OFFSET:
         inst, d = divmod(a - COMPUTE_AT_OFFSET, 2)
         return Edit("compute_at", inst=inst, delta=-1 if d == 0 else 1)

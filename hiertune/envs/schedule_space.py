@@ -56,7 +56,6 @@ SAMPLE_CATEGORICAL = "SampleCategorical"
 SAMPLE_LOCATION = "SampleComputeLocation"
 PARALLEL_ANN = "meta_schedule.parallel"
 
-ACTION_DIM = ea.ACTION_DIM
 # Observation layout (all entries roughly in [0, 1]):
 #   tile levels   MAX_TILE_INSTS x MAX_TILE_LEVELS  log2(factor) / log2(loop extent)
 #   loop extents  MAX_TILE_INSTS                    log2(extent) / 16        (task shape)
@@ -187,7 +186,6 @@ class ScheduleSpace:
     """Sketches of one task and the HARL edits between schedule states."""
 
     obs_dim = OBS_DIM
-    action_dim = ACTION_DIM
 
     def __init__(self, mod: Any, target: Any, *, seed: int = 0, config: SpaceConfig | None = None) -> None:
         from hiertune.workloads.tvm_support import prepare_tvm
@@ -197,6 +195,9 @@ class ScheduleSpace:
         from tvm.s_tir import meta_schedule as ms
 
         self.config = replace(config or SpaceConfig(), seed=seed)  # one seed, the one given here
+        # the opt-in largest-prime block is the layout's last: without it the action space (and
+        # so the policy network) is exactly what it was before the block existed
+        self.action_dim = ea.ACTION_DIM if self.config.largest_prime_moves else ea.BASE_ACTION_DIM
         if isinstance(mod, tvm.tirx.PrimFunc):
             mod = tvm.IRModule({"main": mod})
         if not isinstance(mod, tvm.IRModule) or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
@@ -360,9 +361,9 @@ class ScheduleSpace:
 
     # ------------------------------------------------------------------ edits
     def action_mask(self, state: ScheduleState) -> np.ndarray:
-        """Which of the ACTION_DIM actions are legal from `state` (no-op always is)."""
+        """Which of the `action_dim` actions are legal from `state` (no-op always is)."""
         sk = self.sketches[state.sketch]
-        mask = np.zeros(ACTION_DIM, dtype=bool)
+        mask = np.zeros(self.action_dim, dtype=bool)
         mask[ea.NOOP] = True
         d = state.decisions
         moves = [(False, False)] + [(True, False)] * self.config.whole_tile_moves \
