@@ -529,6 +529,13 @@ NETWORK_TASK_KINDS = ("conv", "dense", "depthwise", "softmax", "layer_norm")
 MAX_NETWORK_TASKS = 12
 
 
+def git_describe() -> str | None:
+    """The commit a measurement ran on (a resumed half may span commits)."""
+    out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                         cwd=Path(__file__).parent)
+    return out.stdout.strip() or None
+
+
 def broad_plan(half: str) -> list[dict[str, Any]]:
     """The operator cases of one half of the broad suite (network tasks are added when run, as
     they need task extraction). Selection: shape 1 of every te_workload family, 64 trials, seeds
@@ -696,8 +703,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     })
     summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
     target = make_target("llvm", num_cores=args.runner_cores)
-    code = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                          cwd=Path(__file__).parent).stdout.strip() or None
+    code = git_describe()
     plan = broad_plan(args.suite)
     networks: dict[str, Any] = {}
     if args.suite == BROAD_REPORT and not args.only:
@@ -817,7 +823,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                                          {"elite_fraction": args.elite_starts, "space": opts}, label=f"harl_{label}")
                         for label, opts in order}
                 ms = next((r[MS]["best_ms"] for r in broad.get(case["key"], {}).get("runs", []) if r["seed"] == seed), None)
-                arms[key] = {"order": [label for label, _ in order], **runs,
+                arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(),
                              "option_over_defaults": runs["option"]["best_ms"] / runs["defaults"]["best_ms"],
                              "over_ms": {label: runs[label]["best_ms"] / ms if ms else None for label in runs}}
                 print(f"[{time.strftime('%H:%M:%S')}] {tag} {key}: defaults {runs['defaults']['best_ms']:.4f} ms, "
