@@ -31,10 +31,11 @@ from rich.table import Table
 from tqdm import tqdm
 
 from hiertune.plotting import pyplot, save_figure
+from hiertune.policies.pointer_net import default_scheduler
 from hiertune.solvers.baselines import exact_partition, libcoral_partition
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.ilp import IlpConfig, evaluate_partition, prepare_graph, solve_partition
-from hiertune.solvers.incilp import WINDOW_KINDS, IncIlpConfig, default_scheduler, inc_ilp, initial_partition
+from hiertune.solvers.incilp import WINDOW_KINDS, IncIlpConfig, inc_ilp, initial_partition
 from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.zoo import load_zoo_graph, zoo_models
 
@@ -124,7 +125,8 @@ def _timed_initial(graph, k: int, wanted: str) -> tuple[list[int], str, float, f
     wall and CPU seconds it took (pointer-net inference, plus the exact cut placement)."""
     source, _, cuts = wanted.partition("+")
     t0, c0 = time.perf_counter(), time.process_time()
-    init, resolved = initial_partition(graph, k, source)
+    scheduler = default_scheduler() if source in ("auto", "pointer", "best") else None
+    init, resolved = initial_partition(graph, k, source, scheduler=scheduler)
     if cuts:
         init, resolved = refine_cuts(graph, init, k), f"{resolved}+cuts"
     return init, resolved, time.perf_counter() - t0, time.process_time() - c0

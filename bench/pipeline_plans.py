@@ -70,7 +70,8 @@ def main() -> None:
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.solvers.baselines import libcoral_partition
     from hiertune.solvers.ilp import IlpConfig, evaluate_partition
-    from hiertune.solvers.incilp import IncIlpConfig, inc_ilp
+    from hiertune.platform.solver_actor import pointer_inc_ilp
+    from hiertune.solvers.incilp import IncIlpConfig
     from hiertune.solvers.zoo import tflite_graph_from_file, zoo_tflite_path
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -96,7 +97,7 @@ def main() -> None:
             plans: dict[str, list[int]] = {}
             for label, initial in VARIANTS.items():
                 t0 = time.perf_counter()
-                inc = inc_ilp(graph, k, IncIlpConfig(gamma=args.gamma, initial=initial,
+                inc = pointer_inc_ilp(graph, k, IncIlpConfig(gamma=args.gamma, initial=initial,
                                                      ilp=IlpConfig(time_limit_s=args.time_limit)))
                 plans[label] = inc.stages
                 case[label] = {"solve_s": time.perf_counter() - t0, "optimal_in_window": inc.optimal,

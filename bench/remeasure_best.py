@@ -69,7 +69,7 @@ def remeasure(task: str, paths: dict[str, str], threads: int, rounds: int) -> di
     arrays: list[np.ndarray] = []
     reference = None
     for label, path in paths.items():
-        store = RecordStore(path)
+        store = RecordStore(path, writer=False)
         mod = store.workload_mod(task)
         if not arrays:
             out["flops"] = estimate_flops(mod)
@@ -135,7 +135,7 @@ def remeasure_network(name: str, paths: dict[str, str], threads: int, rounds: in
     contenders: dict[str, Callable[[], None]] = {}
     reference = None
     for label, path in paths.items():
-        executable = ms.relax_integration.compile_relax(RecordStore(path).to_database(), mod, target, params=None)
+        executable = ms.relax_integration.compile_relax(RecordStore(path, writer=False).to_database(), mod, target, params=None)
         vm = relax.VirtualMachine(executable, dev)
         result = vm["main"](*inputs)
         result = (result if hasattr(result, "numpy") else result[0]).numpy()  # one output, or a tuple

@@ -1,6 +1,8 @@
 """The `hiertune` command: one subcommand per job, each in its own module under hiertune.commands.
 
-Command modules keep heavy imports (TVM, Ray, torch) inside `run` so `hiertune --help` stays fast.
+Command modules keep heavy imports (TVM, Ray, torch) inside `run`, and only the command being run
+registers its arguments (some read their defaults from config classes that import the engines), so
+`hiertune --help` stays fast.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from hiertune.errors import HiertuneError
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("hiertune.commands.demo", "small end-to-end run: local Ray, CPU runner, a small GEMM"),
+    "demo": ("hiertune.commands.demo", "a small ONNX convnet tuned by HARL and MetaSchedule, compiled, checked, benchmarked"),
     "baseline": ("hiertune.commands.baseline", "MetaSchedule evolutionary search on a workload"),
-    "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole network"),
-    "apply": ("hiertune.commands.apply", "compile a workload with its best records and check it"),
+    "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole model"),
+    "compile": ("hiertune.commands.compile", "build a whole model with its tuning records into one library"),
+    "benchmark": ("hiertune.commands.benchmark", "end-to-end latency: TVM untuned/tuned, PyTorch, ONNX Runtime"),
+    "apply": ("hiertune.commands.apply", "compile one task with its best record and check it (whole models: compile)"),
     "workloads": ("hiertune.commands.workloads", "list the operator suite and networks"),
     "partition": ("hiertune.commands.partition", "Inc-ILP pipeline partition of a DNN graph"),
     "pipeline": ("hiertune.commands.pipeline", "run a partitioned TFLite model as a pipeline of Ray actors"),
@@ -25,19 +29,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; with `command`, that subcommand's arguments are registered (None: all)."""
     parser = argparse.ArgumentParser(prog="hiertune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
-        module.register(command_parser)
-        command_parser.set_defaults(_run=module.run)
+        if command is None or name == command:
+            module = importlib.import_module(module_name)
+            module.register(command_parser)
+            command_parser.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else "")
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

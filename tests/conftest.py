@@ -15,6 +15,9 @@ from hiertune.platform.ray_runtime import RayConfig, apply_env_defaults, init_ra
 
 apply_env_defaults()
 os.environ.setdefault("TVM_NUM_THREADS", "1")
+# The suite runs several Ray instances side by side (the session's, a test cluster's, CLI
+# subprocesses'); tests/test_one_writer.py checks the refusal with this unset.
+os.environ.setdefault("HIERTUNE_SHARED_CORES", "1")
 
 BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
@@ -32,6 +35,26 @@ def load_bench():
     """`load_bench("incilp_vs_exact")`: a bench script imported as a module (bench/ is not a
     package), so tests can check the functions its published numbers come from."""
     return _import_bench
+
+
+def harl_config(**settings):
+    """A HarlConfig from flat names (`tracks=4`, `epsilon=0.0`), each looked up in the config's
+    sections, so tests read as short as the knobs they set (`from conftest import harl_config`)."""
+    import dataclasses
+
+    from hiertune.configs import with_overrides
+    from hiertune.platform.harl_search import HarlConfig
+
+    config = HarlConfig()
+    paths = {f.name: f.name for f in dataclasses.fields(config) if not dataclasses.is_dataclass(getattr(config, f.name))}
+    for section in dataclasses.fields(config):
+        value = getattr(config, section.name)
+        if dataclasses.is_dataclass(value):
+            for f in dataclasses.fields(value):  # a name in two places means the first (seed: the run's)
+                paths.setdefault(f.name, f"{section.name}.{f.name}")
+    unknown = set(settings) - set(paths)
+    assert not unknown, f"no HarlConfig setting {unknown}"
+    return with_overrides(config, {paths[name]: value for name, value in settings.items()})
 
 
 @pytest.fixture(scope="session")

@@ -104,7 +104,7 @@ def test_cloud_example_is_valid_yaml_naming_a_cloud_provider():
 def test_ray_start_args_declare_what_a_host_holds_in_flags_ray_start_accepts(tmp_path):
     from ray.scripts.scripts import start
 
-    from hiertune.platform.cluster_entry import edgetpu_count, ray_start_args
+    from hiertune.cluster_entry import edgetpu_count, ray_start_args
 
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "apex_0").write_text("")  # a PCIe Coral
@@ -122,7 +122,7 @@ def test_ray_start_args_declare_what_a_host_holds_in_flags_ray_start_accepts(tmp
 
 
 def test_cluster_entry_dispatches_to_the_cli_without_a_cluster():
-    proc = subprocess.run([sys.executable, str(ROOT / "hiertune" / "platform" / "cluster_entry.py"), "--help"],
+    proc = subprocess.run([sys.executable, str(ROOT / "hiertune" / "cluster_entry.py"), "--help"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0 and "sweep" in proc.stdout

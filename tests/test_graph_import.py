@@ -78,7 +78,7 @@ def test_partition_command_writes_plan_and_png(tmp_path, capsys):
                "--initial", "libcoral", "--no-ray", "--out", str(out), "--plot", str(png)])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "exact ILP" in text and "libcoral split" in text
+    assert "exact (highs)" in text and "libcoral split" in text
     plan = json.loads(out.read_text())
     g = load_graph(TINY)
     assert set(plan["plan"]) == {n.name for n in g.nodes}
@@ -161,3 +161,15 @@ def test_partition_command_window_kinds_reach_the_exact_optimum(tmp_path, capsys
     exact = plans[None]["objectives"]
     assert plans["adjacent"]["objectives"] == plans["any"]["objectives"] == exact
     assert plans["adjacent"]["window_size"] < plans[None]["window_size"]
+
+
+def test_partition_command_prove_reports_time_to_proof(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["partition", "--model", "mobilenetv2", "--stages", "4", "--solver", "cpsat", "--initial",
+                 "libcoral", "--no-ray", "--prove", "--out", str(out)]) == 0
+    assert "proof of global optimality" in capsys.readouterr().out
+    plan = json.loads(out.read_text())
+    methods = {run["method"]: run for run in plan["proof"]}
+    assert set(methods) == {"cpsat hinted", "cpsat cold", "ideal-dp hinted"}
+    assert all(run["optimal"] and run["plan_is_optimal"] for run in methods.values())
+    assert set(plan["proven_optimal"]) == {"peak", "off-cache", "comm"}

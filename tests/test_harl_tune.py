@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from hiertune.commands.tune import plot_run, task_table
-from hiertune.platform.harl_search import TUNER, HarlConfig, HarlSearch
+from conftest import harl_config
+from hiertune.platform.harl_search import TUNER, HarlSearch
 from hiertune.workloads import Workload, get_workload
 from hiertune.workloads.operators import operator_task
 from hiertune.platform.records import RecordStore
@@ -33,7 +34,7 @@ def runner(ray_session):
 
 def run_harl(workload: Workload, store: RecordStore, runner, trials: int, **overrides):
     target = make_target("llvm")
-    config = HarlConfig(trials=trials, **{**SMALL, **overrides})
+    config = harl_config(trials=trials, **{**SMALL, **overrides})
     search = HarlSearch(workload, target, runner, store, config)
     return search, search.run()
 
@@ -70,10 +71,10 @@ def test_tune_writes_records_resumes_and_best_compiles(tmp_path, runner) -> None
 
     # resume: the budget counts what is there, nothing is measured twice, the bandits remember
     store = RecordStore(path)
-    resumed = HarlSearch(workload, make_target("llvm"), runner, store, HarlConfig(trials=24, **SMALL))
-    assert resumed.trials_done() == 16 and resumed.progress[0].trials == 16
+    resumed = HarlSearch(workload, make_target("llvm"), runner, store, harl_config(trials=24, **SMALL))
+    assert resumed.trials_done() == 16 and resumed.bandits.progress[0].trials == 16
     assert resumed.cost_model.num_samples == 16
-    assert 1 <= sum(w.t for w in resumed.env.sketch_windows) <= 2  # the two rounds (merged if one sketch)
+    assert 1 <= sum(w.t for w in resumed.bandits.sketch_windows) <= 2  # the two rounds (merged if one sketch)
     second = resumed.run()
     assert second.new_trials == 8 and second.trials == 24
     keys = [m.key for m in store.trials("GMM-S")]

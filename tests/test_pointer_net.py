@@ -191,3 +191,20 @@ def test_cosine_similarity_is_the_paper_reward():
 
 def _cpsat_labeler(graph: OpGraph, k: int) -> list[int]:
     return list(solve_partition(graph, k, IlpConfig(solver="cpsat", time_limit_s=10)).stages)
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.exists(), reason="no shipped checkpoint")
+def test_injected_scheduler_ranks_samples_with_the_solves_cache():
+    """`--cache-mb` must reach the sample ranking: the injected scheduler carries the solve's
+    cache, shares one loaded network, and Inc-ILP's pointer start is that scheduler's plan."""
+    from hiertune.platform.solver_actor import pointer_inc_ilp
+    from hiertune.policies.pointer_net import default_scheduler
+    from hiertune.solvers.incilp import IncIlpConfig
+
+    small = 512 * 1024
+    a, b = default_scheduler(small), default_scheduler()
+    assert a.config.cache_bytes == small and b.config.cache_bytes == 8 * 1024**2
+    assert a.net is b.net
+    g = load_zoo_graph("mobilenetv2", "keras")
+    res = pointer_inc_ilp(g, 4, IncIlpConfig(initial="pointer", ilp=IlpConfig(solver="cpsat", cache_bytes=small)))
+    assert res.initial_source == "pointer" and res.initial_stages == a.partition(g, 4)

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from hiertune.policies.bandit_rewards import TaskProgress, sketch_reward, subgraph_rewards, task_gradient
-from hiertune.policies.sw_ucb import SlidingWindow, SWUCBModule, bandit_action_space, bandit_observation_space
+from hiertune.envs.harl_env import bandit_action_space, bandit_observation_space
+from hiertune.policies.bandits import SlidingWindow, TaskProgress, sketch_reward, subgraph_rewards, task_gradient
+from hiertune.policies.sw_ucb import SWUCBModule
 
 
 def build_module(c: float, tau: int) -> SWUCBModule:

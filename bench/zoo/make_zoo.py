@@ -54,9 +54,74 @@ MODELS: dict[str, tuple[str, int]] = {
     "resnet152": ("ResNet152", 224),
     "inceptionresnetv2": ("InceptionResNetV2", 299),
     "vgg16": ("VGG16", 224),
+    # today's sizes (700-2,100 TFLite operators); random weights like the rest
+    "convnexttiny": ("ConvNeXtTiny", 224),
+    "efficientnetv2s": ("EfficientNetV2S", 384),
+    "nasnetlarge": ("NASNetLarge", 331),
+    "efficientnetb7": ("EfficientNetB7", 600),
+    "vit_b16": ("vit_b16_encoder", 224),  # built here (`ENCODERS`): keras.applications has none
+    "bert_base": ("bert_base_encoder", 128),  # side = sequence length
 }
 # .tflite files small enough to commit (~8 MB in all); the rest are regenerated into runs/zoo/.
 COMMIT_TFLITE = ("mobilenetv2",)
+
+
+def _encoder_blocks(x, blocks: int = 12, width: int = 768, heads: int = 12, mlp: int = 3072):
+    """`blocks` pre-norm transformer blocks (attention + MLP, residual adds), as in ViT-B and BERT-base."""
+    from tensorflow import keras
+
+    for b in range(blocks):
+        h = keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{b}_ln1")(x)
+        h = keras.layers.MultiHeadAttention(heads, width // heads, name=f"block{b}_attention")(h, h)
+        x = keras.layers.Add(name=f"block{b}_add1")([x, h])
+        h = keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{b}_ln2")(x)
+        h = keras.layers.Dense(mlp, activation="gelu", name=f"block{b}_mlp1")(h)
+        h = keras.layers.Dense(width, name=f"block{b}_mlp2")(h)
+        x = keras.layers.Add(name=f"block{b}_add2")([x, h])
+    return keras.layers.LayerNormalization(epsilon=1e-6, name="final_ln")(x)
+
+
+def position_embedding(length: int, width: int):
+    """A learned position table added to the tokens (the class is made here, so this module
+    imports without TensorFlow)."""
+    from tensorflow import keras
+
+    class PositionEmbedding(keras.layers.Layer):
+        def build(self, input_shape):
+            self.table = self.add_weight(shape=(1, length, width), name="table")
+
+        def call(self, x):
+            return x + self.table
+
+    return PositionEmbedding(name="position_embedding")
+
+
+def vit_b16_encoder(side: int):
+    """ViT-B/16-shaped: 16x16 patches -> 768-wide tokens -> 12 encoder blocks -> 1000 classes."""
+    from tensorflow import keras
+
+    inp = keras.Input(shape=(side, side, 3), batch_size=1)
+    x = keras.layers.Conv2D(768, 16, strides=16, name="patch_embedding")(inp)
+    tokens = (side // 16) ** 2
+    x = keras.layers.Reshape((tokens, 768), name="tokens")(x)
+    x = position_embedding(tokens, 768)(x)
+    x = _encoder_blocks(x)
+    x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
+    return keras.Model(inp, keras.layers.Dense(1000, name="head")(x), name="vit_b16")
+
+
+def bert_base_encoder(length: int):
+    """BERT-base-shaped: 30,522-token embedding + positions -> 12 encoder blocks (768 wide)."""
+    from tensorflow import keras
+
+    inp = keras.Input(shape=(length,), batch_size=1, dtype="int32")
+    x = keras.layers.Embedding(30522, 768, name="token_embedding")(inp)
+    x = position_embedding(length, 768)(x)
+    x = _encoder_blocks(x)
+    return keras.Model(inp, x, name="bert_base")
+
+
+ENCODERS = {"vit_b16_encoder": vit_b16_encoder, "bert_base_encoder": bert_base_encoder}
 
 
 def _tensor_bytes(tensor) -> int:
@@ -96,9 +161,13 @@ def build_one(name: str, calibration: int, skip_tflite: bool) -> dict:
 
     ctor_name, side = MODELS[name]
     t0 = time.time()
-    ctor = getattr(tf.keras.applications, ctor_name)
-    inp = tf.keras.Input(shape=(side, side, 3), batch_size=1)
-    model = ctor(weights=None, input_tensor=inp)
+    if ctor_name in ENCODERS:
+        model = ENCODERS[ctor_name](side)
+    else:
+        ctor = getattr(tf.keras.applications, ctor_name)
+        inp = tf.keras.Input(shape=(side, side, 3), batch_size=1)
+        model = ctor(weights=None, input_tensor=inp)
+    token_input = model.inputs[0].dtype == "int32"
     graph = keras_layer_graph(model, name)
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     graph.save_json(DATA_DIR / f"{name}.keras.json")
@@ -112,19 +181,32 @@ def build_one(name: str, calibration: int, skip_tflite: bool) -> dict:
 
     def representative():
         for _ in range(calibration):
-            yield [rng.uniform(-1.0, 1.0, size=(1, side, side, 3)).astype(np.float32)]
+            if token_input:
+                yield [rng.integers(0, 30522, size=(1, side)).astype(np.int32)]
+            else:
+                yield [rng.uniform(-1.0, 1.0, size=(1, side, side, 3)).astype(np.float32)]
+
+    def convert(full_int8: bool) -> bytes:
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if full_int8:
+            converter.representative_dataset = representative
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            if not token_input:
+                converter.inference_input_type = tf.int8
+            converter.inference_output_type = tf.int8
+        return converter.convert()
 
     t1 = time.time()
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = representative
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
-    blob = converter.convert()
+    try:
+        blob, quant = convert(full_int8=True), "int8"
+    except Exception as err:  # noqa: BLE001 - an op without an int8 kernel: int8 weights only
+        print(f"full-int8 conversion failed ({type(err).__name__}); int8 weights, float activations",
+              file=sys.stderr)
+        blob, quant = convert(full_int8=False), "int8 weights"
     TFLITE_DIR.mkdir(parents=True, exist_ok=True)
     (TFLITE_DIR / f"{name}.tflite").write_bytes(blob)
-    info.update({"tflite_bytes": len(blob), "convert_s": round(time.time() - t1, 1)})
+    info.update({"tflite_bytes": len(blob), "convert_s": round(time.time() - t1, 1), "quantization": quant})
     return info
 
 

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not Path(args.records).exists():
         raise HiertuneError(f"--records {args.records} does not exist; run `hiertune tune` or `hiertune baseline` first")
-    store = RecordStore(args.records)
+    store = RecordStore(args.records, writer=False)  # a live run's records can be applied
     if not store.tasks():
         raise HiertuneError(f"--records {args.records} holds no tuning records; pass the file that "
                             "`hiertune tune --records` or `hiertune baseline --records` wrote")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from hiertune.commands.common import add_runner_args
+from hiertune.commands.common import add_runner_args, add_workload_args
 from hiertune.plotting import plot_path
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", help="operator, e.g. GMM-S, C2D:2 (see `hiertune workloads`)")
-    parser.add_argument("--network", help="network, e.g. resnet18")
+    add_workload_args(parser)
     parser.add_argument("--trials", type=int, default=64, help="measured trials in total (resumes count)")
     parser.add_argument("--batch", type=int, default=16, help="candidates measured per search round")
     parser.add_argument("--seed", type=int, default=0)

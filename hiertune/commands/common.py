@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hiertune.errors import HiertuneError
+from hiertune.workloads.tasks import BUILTIN_NETWORKS
 
 
 def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None = None) -> None:
@@ -53,13 +54,45 @@ def check_outputs(args: argparse.Namespace, *names: str) -> None:
             ensure_writable(getattr(args, name), f"--{name}")
 
 
+def add_workload_args(parser: argparse.ArgumentParser, *, required: bool = True, operators: bool = True) -> None:
+    """What to tune or compile: one operator (--workload) or a whole model (--model) and the options
+    its import may need."""
+    what = parser.add_mutually_exclusive_group(required=required) if operators else parser
+    if operators:
+        what.add_argument("--workload", help="one operator, e.g. GMM-S, C2D:2, C2D:0:b16 (`hiertune workloads`)")
+    what.add_argument("--model", required=required and not operators,
+                      help="whole model: .onnx file, file.py:factory, hf:bert-base-uncased (hf:resnet-50, "
+                           "hf:mobilenet-v2, hf:vit-base) or a built-in network (resnet18, resnet50, tiny-convnet)")
+    parser.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
+                        help="shape of an ONNX input with dynamic dims, e.g. input:1x3x224x224 (repeatable)")
+    parser.add_argument("--input-dtype", help="dtype of the ONNX inputs where the file does not say (e.g. float32)")
+    parser.add_argument("--seq-len", type=int, default=128, help="sequence length of hf: text models (128)")
+    parser.add_argument("--layers", type=int, help="encoder layers of hf: transformer models (default: the config's)")
+
+
+def model_from_args(args: argparse.Namespace) -> Any:
+    """The `--model` of the common arguments, imported (a `hiertune.workloads.models.Model`)."""
+    from hiertune.workloads.models import load_model, parse_input_shapes
+
+    if getattr(args, "seq_len", 128) <= 0 or (getattr(args, "layers", None) or 1) <= 0:
+        raise HiertuneError("--seq-len and --layers must be positive")
+    return load_model(args.model, parse_input_shapes(args.input_shape), args.input_dtype,
+                      seq_len=args.seq_len, layers=args.layers)
+
+
 def workload_from_args(args: argparse.Namespace, target: Any) -> Any:
+    """The tasks of --workload or --model."""
+    if getattr(args, "model", None):
+        from hiertune.workloads.models import model_workload
+
+        return model_workload(model_from_args(args), target)
     from hiertune.workloads import get_workload
 
-    name = getattr(args, "network", None) or getattr(args, "workload", None)
-    if not name:
-        raise HiertuneError("give --workload (e.g. GMM-S) or --network (e.g. resnet18)")
-    return get_workload(name, target)
+    if not getattr(args, "workload", None):
+        raise HiertuneError("give --workload (an operator, e.g. GMM-S) or --model (e.g. model.onnx, resnet18)")
+    if args.workload.strip().lower() in BUILTIN_NETWORKS:
+        raise HiertuneError(f"{args.workload!r} is a whole network; use --model {args.workload}")
+    return get_workload(args.workload, target)
 
 
 def setup_runner(args: argparse.Namespace, target: Any) -> Any:

@@ -29,15 +29,16 @@ def _gamma(text: str) -> float:
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
-                        help="zoo model name (e.g. resnet152), a graph .json or a .tflite file")
+                        help="zoo model name (e.g. resnet152), a graph .json, a .tflite or an .onnx file")
     parser.add_argument("--form", choices=("keras", "tflite"), default="keras",
                         help="graph form of a zoo model: Keras layers (the paper's |V|) or TFLite ops")
     parser.add_argument("--stages", type=int, default=6, help="number of pipeline stages (Edge TPUs)")
     parser.add_argument("--gamma", type=_gamma, default=10.0,
                         help="Inc-ILP window half-width in ASAP levels; 'inf' solves the exact ILP")
-    parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat"), default="auto",
-                        help="auto: Gurobi when the model fits its licence, else CP-SAT")
-    parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default="best",
+    parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat", "ideal-dp"), default="auto",
+                        help="auto: Gurobi when the model fits its licence, else CP-SAT; ideal-dp: the exact "
+                             "DP over the graph's ideals (whole graph only, with --gamma inf; fast on narrow graphs)")
+    parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default=None,
                         help="initial plan: best = the better of the pointer net's and libcoral's; "
                              "auto = the pointer net, falling back to libcoral's split")
     parser.add_argument("--window", choices=("adjacent", "any"), default="adjacent",
@@ -51,6 +52,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole ILP solve")
     parser.add_argument("--threads", type=int, default=1, help="solver threads")
     parser.add_argument("--cache-mb", type=float, default=8.0, help="parameter cache per stage, MiB")
+    parser.add_argument("--prove", action="store_true",
+                        help="after the plan: solve the whole model with the plan as a complete start and "
+                             "cold (time to proof of each), and the ideal DP where the graph is narrow")
     parser.add_argument("--out", type=Path, help="write the plan (node name -> stage, objectives) as JSON")
     parser.add_argument("--plot", type=plot_path, help="write a PNG of the partition")
     parser.add_argument("--no-ray", action="store_true", help="solve in this process instead of a Ray actor")
@@ -73,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
                                ("--cache-mb", args.cache_mb, 0)):
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
+    if args.solver == "ideal-dp" and not math.isinf(args.gamma):
+        raise HiertuneError("--solver ideal-dp solves the whole graph exactly: pass --gamma inf with it "
+                            "(an Inc-ILP window needs an ILP solver: cpsat, gurobi, highs)")
     console = Console()
     check_outputs(args, "out", "plot")
     graph = load_graph(args.model, args.form)
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     cache = int(args.cache_mb * 1024**2)
     config = IncIlpConfig(
         gamma=args.gamma,
-        initial=args.initial,
+        **({"initial": args.initial} if args.initial else {}),  # unset: IncIlpConfig's default
         window=args.window,
         rounds=args.rounds,
         refine_cuts=not args.no_refine_cuts,
@@ -100,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                               f"{graph.name}: Inc-ILP plan, {args.stages} stages"))
     status = ("optimal" if math.isinf(args.gamma) else "window optimum") if result.optimal else "best in time"
     rows = [
-        ("Inc-ILP" if not math.isinf(args.gamma) else "exact ILP", result.objectives, status),
+        ("Inc-ILP" if not math.isinf(args.gamma) else f"exact ({result.solver})", result.objectives, status),
         (f"initial ({result.initial_source})", result.initial_objectives, "no ILP"),
         ("libcoral split", libcoral_obj, "Edge TPU"),
     ]
@@ -111,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{graph.num_nodes} nodes, {result.num_vars} variables; initial plan {result.init_seconds:.2f} s")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
+    proven = dict(zip(("peak", "off-cache", "comm"), result.proven))
+    console.print("globally optimal: " + ("proven on all three objectives" if all(proven.values()) else
+                  ", ".join(f"{k} {'proven' if v else 'not proven'}" for k, v in proven.items())
+                  + " by the global bounds (--prove solves the whole model from this plan)"))
+    proof = _prove(console, graph, args.stages, result, config.ilp) if args.prove else None
     if args.out:
         plan = plan_dict(
             graph, result.stages, args.stages, result.objectives,
@@ -118,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
             optimal=result.optimal, solve_seconds=result.solve_seconds, window_size=result.window_size,
             cache_bytes=cache, initial_source=result.initial_source,
             initial_objectives=list(result.initial_objectives), libcoral_objectives=list(libcoral_obj),
+            init_seconds=result.init_seconds, proven_optimal=proven, lower_bounds=list(result.lower_bounds),
+            **({"proof": [run.to_dict() for run in proof]} if proof is not None else {}),
         )
         args.out.write_text(json.dumps(plan, indent=1))
         console.print(f"plan written to {args.out}")
@@ -127,11 +141,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _solve(graph, num_stages, config, no_ray: bool):
-    from hiertune.solvers.incilp import inc_ilp
+def _prove(console, graph, num_stages, result, ilp):
+    """The whole model from the plan (hinted) and cold, and the ideal DP: time to proof of each."""
+    from rich.table import Table
 
+    from hiertune.solvers.certify import prove
+
+    with console.status("proving: the whole model hinted with the plan, cold, and the ideal DP"):
+        runs = prove(graph, num_stages, result.stages, result.objectives, ilp)
+    table = Table(title="proof of global optimality")
+    for col in ("method", "seconds", "proved an optimum", "plan is optimal", "note"):
+        table.add_column(col)
+    for run in runs:
+        table.add_row(run.method, f"{run.seconds:.2f}", "yes" if run.optimal else "no",
+                      "yes" if run.plan_is_optimal else "no", run.note[:60])
+    console.print(table)
+    return runs
+
+
+def _solve(graph, num_stages, config, no_ray: bool):
     if no_ray:
-        return inc_ilp(graph, num_stages, config)
+        from hiertune.platform.solver_actor import pointer_inc_ilp
+
+        return pointer_inc_ilp(graph, num_stages, config)
     import ray
 
     from hiertune.platform.ray_runtime import RayConfig, init_ray

@@ -1,7 +1,7 @@
 """`hiertune tune`: HARL search on an operator or a whole network, resumable from its records.
 
     hiertune tune --workload GMM-S --trials 64 --records runs/gmm_s.jsonl --plot runs/gmm_s.png
-    hiertune tune --network resnet18 --trials 2000 --records runs/r18.jsonl
+    hiertune tune --model model.onnx --input-shape input:1x3x224x224 --trials 2000 --records runs/model.jsonl
 """
 
 from __future__ import annotations
@@ -11,44 +11,26 @@ import math
 from pathlib import Path
 from typing import Any
 
-from hiertune.commands.common import add_runner_args
+from hiertune.commands.common import add_runner_args, add_workload_args
 from hiertune.plotting import plot_path
 
 
+# The knobs a user tunes, as flags (everything else: --config FILE).
+TUNE_FLAGS = {
+    "trials": "trials", "seed": "seed", "c": "bandit.c", "tau": "bandit.tau", "lambda": "episode.lam",
+    "rho": "episode.rho", "tracks": "episode.tracks", "topk": "candidates.topk",
+}
+
+
 def register(parser: argparse.ArgumentParser) -> None:
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--workload", help="operator, e.g. GMM-S, GMM-L, C2D:2, C2D:0:b16 (`hiertune workloads`)")
-    what.add_argument("--network", help="whole network: resnet18, resnet50, tiny-convnet")
-    parser.add_argument("--trials", type=int, default=64, help="measured trials in total, resumed ones included")
-    parser.add_argument("--c", type=float, default=0.25, help="SW-UCB exploration weight (default 0.25)")
-    parser.add_argument("--tau", type=int, default=256, help="SW-UCB window length (default 256)")
-    parser.add_argument("--lambda", dest="lam", type=int, default=20, help="adaptive-stopping period in steps (20)")
-    parser.add_argument("--rho", type=float, default=0.5, help="fraction of live tracks stopped each period (0.5)")
-    parser.add_argument("--tracks", type=int, default=8, help="schedule tracks per round (8)")
-    parser.add_argument("--topk", type=int, default=8, help="candidates measured per round (8)")
-    parser.add_argument("--min-tracks", type=int, default=2, help="a round ends below this many live tracks (2)")
-    parser.add_argument("--max-steps", type=int, default=60, help="cap on track steps per round; fixed-length length (60)")
-    parser.add_argument("--elite-starts", type=float, default=0.5,
-                        help="share of tracks starting from the best measured schedules; 0 = all random fills (0.5)")
-    parser.add_argument("--elite-late", type=float, default=0.75,
-                        help="the elite share grows linearly to this as the budget is spent (0.75)")
-    parser.add_argument("--start-pool", type=int, default=8,
-                        help="random fills per random track start; the best-predicted one starts the track (8)")
-    parser.add_argument("--epsilon", type=float, default=0.2,
-                        help="chance per measured slot of a random visited schedule instead of a top-K one (0.2)")
-    parser.add_argument("--elite-other-sketches", type=int, default=0,
-                        help="elite tracks per other sketch, from its best measured schedule (0)")
-    parser.add_argument("--cross-sketch", type=int, default=0,
-                        help="measured slots per round for the best-predicted fills of the task's other sketches (0)")
-    parser.add_argument("--no-sketch-warmup", action="store_true",
-                        help="don't spread a task's first batch over all its sketches")
-    parser.add_argument("--no-sketch-renormalise", action="store_true",
-                        help="keep sketch rewards as they were when earned (not rescaled by the task's best)")
-    parser.add_argument("--no-whole-moves", action="store_true",
-                        help="tile edits move one prime factor at a time (the paper's edit), never a whole level")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fixed-length", action="store_true", help="ablation: no adaptive stopping")
-    parser.add_argument("--no-subgraph-bandit", action="store_true", help="ablation: tasks round-robin")
+    from hiertune.commands.config_args import add_config_args
+    from hiertune.platform.harl_search import ABLATIONS, HarlConfig
+
+    add_workload_args(parser)
+    add_config_args(parser, HarlConfig, TUNE_FLAGS)
+    parser.add_argument("--ablation", action="append", default=[], choices=sorted(ABLATIONS), metavar="NAME",
+                        help=f"switch a part of the search off (repeatable): {', '.join(sorted(ABLATIONS))}; "
+                             "'paper' is the seed paper's search")
     parser.add_argument("--plot", type=plot_path, default=None, help="PNG: tuning curve and per-task trial allocation")
     add_runner_args(parser, default_records="runs/harl.jsonl")
 
@@ -57,27 +39,18 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hiertune.commands.common import check_outputs, progress_bar, setup_runner, workload_from_args
-    from hiertune.platform.harl_search import HarlConfig, HarlSearch
-    from hiertune.errors import HiertuneError
+    from hiertune.commands.config_args import config_from_args
+    from hiertune.platform.harl_search import ABLATIONS, HarlConfig, HarlSearch
     from hiertune.platform.records import RecordStore
     from hiertune.workloads.tvm_support import make_target
 
-    config = HarlConfig(
-        trials=args.trials, c=args.c, tau=args.tau, lam=args.lam, rho=args.rho, tracks=args.tracks,
-        topk=args.topk, min_tracks=args.min_tracks, max_steps=args.max_steps, fixed_length=args.fixed_length,
-        elite_fraction=args.elite_starts, elite_fraction_late=args.elite_late, start_pool=args.start_pool,
-        epsilon=args.epsilon, cross_sketch=args.cross_sketch,
-        elite_other_sketches=args.elite_other_sketches, sketch_warmup=not args.no_sketch_warmup,
-        sketch_renormalise=not args.no_sketch_renormalise, whole_tile_moves=not args.no_whole_moves,
-        subgraph_bandit=not args.no_subgraph_bandit, seed=args.seed,
-    )
+    overrides = {k: v for name in args.ablation for k, v in ABLATIONS[name].items()}
+    config = config_from_args(args, HarlConfig, overrides)
     config.validate()
     check_outputs(args, "records", "plot")
     console = Console()
     target = make_target(args.target)
     workload = workload_from_args(args, target)
-    if args.network is not None and not workload.is_network:
-        raise HiertuneError(f"--network {args.network!r} is an operator; use --workload {args.network}")
     store = RecordStore(args.records)
     runner = setup_runner(args, target)
     try:
@@ -98,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         runner.close()
 
-    console.print(task_table(workload, store, config.topk))
+    console.print(task_table(workload, store, config.candidates.topk))
     if result.exhausted:
         console.print(f"stopped at {result.trials} trials: every sketch of every task ran out of unmeasured schedules")
     console.print(

@@ -1,4 +1,4 @@
-"""`hiertune workloads`: the names `--workload` and `--network` accept."""
+"""`hiertune workloads`: the operator names `--workload` accepts and the built-in `--model` networks."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""Search spaces as environments: workloads, schedule state and edits, the HARL hierarchy, DNN graphs."""
+"""The search problems as environments: schedule states and their edits, the HARL hierarchy as an
+RLlib multi-agent env, synthetic DAGs for the pointer net."""

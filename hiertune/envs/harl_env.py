@@ -12,9 +12,12 @@
                     after `max_steps`) the episode ends. `fixed_length=True` (the ablation) runs
                     every track for `max_steps` steps.
 
-The bandits act once per episode and terminate at once; their rewards come after measurement
-(`record_bandit_rewards`), into the sliding windows this env keeps. Every schedule a track
+The bandits act once per episode and terminate at once. Their rewards come after measurement,
+so the env does not keep the sliding windows: it reads the bandits' observations from a
+`BanditWindows` the search loop injects (the policies layer's `Bandits`). Every schedule a track
 visits is kept (`visited`) so the search loop can send the top-K unmeasured ones to the runner.
+The agent ids and the observation and action spaces are defined here, with the env that
+declares them; the policies that act in them import them from here.
 Acting for an agent that is not due (already done, or not yet started) raises MultiAgentEnvError.
 """
 
@@ -22,15 +25,53 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.utils.error import MultiAgentEnvError
 
-from hiertune.policies.ppo_editor import SKETCH_AGENT, SUBGRAPH_AGENT, TRACK_PREFIX, track_observation_space
-from hiertune.policies.sw_ucb import SlidingWindow, bandit_action_space, bandit_observation_space
+SUBGRAPH_AGENT = "subgraph"
+SKETCH_AGENT = "sketch"
+TRACK_PREFIX = "track_"
+# Fixed arm capacity of the bandits' observation and action spaces; a workload uses the first n.
+MAX_ARMS = 64
+
+
+def bandit_observation_space(max_arms: int = MAX_ARMS) -> gym.spaces.Dict:
+    """A bandit sees each arm's windowed mean reward and count, which arms exist, and its pull count t."""
+    return gym.spaces.Dict(
+        {
+            "means": gym.spaces.Box(-np.inf, np.inf, (max_arms,), np.float32),
+            "counts": gym.spaces.Box(0.0, np.inf, (max_arms,), np.float32),
+            "valid": gym.spaces.Box(0.0, 1.0, (max_arms,), np.float32),
+            "t": gym.spaces.Box(0.0, np.inf, (1,), np.float32),
+        }
+    )
+
+
+def bandit_action_space(max_arms: int = MAX_ARMS) -> gym.spaces.Discrete:
+    return gym.spaces.Discrete(max_arms)
+
+
+def track_observation_space(obs_dim: int, action_dim: int) -> gym.spaces.Dict:
+    """A track sees its schedule features and which edits are legal (RLlib's masking layout)."""
+    return gym.spaces.Dict(
+        {
+            "action_mask": gym.spaces.Box(0.0, 1.0, (action_dim,), np.float32),
+            "observations": gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32),
+        }
+    )
+
+
+class BanditWindows(Protocol):
+    """What the env needs of the bandits: their observations (in `bandit_observation_space`)."""
+
+    def subgraph_observation(self) -> dict[str, np.ndarray]: ...
+
+    def sketch_observation(self, task: int) -> dict[str, np.ndarray]: ...
+
 
 ValueFn = Callable[[list[dict[str, np.ndarray]]], np.ndarray]
 ScoreFn = Callable[[int, list[Any]], np.ndarray]
@@ -39,20 +80,39 @@ EliteFn = Callable[[int, int], list[Any]]
 
 @dataclass
 class HarlEnvConfig:
-    """Shape of one round: tracks, adaptive-stopping window and cut, episode caps."""
+    """Shape of one round: tracks, their starts, adaptive stopping, episode caps."""
 
     tracks: int = 8
+    """Schedule tracks edited in parallel each round (agents of the one shared PPO module)."""
     lam: int = 20
+    """Adaptive-stopping period lambda: every `lam` track steps the weakest tracks are stopped."""
     rho: float = 0.5
+    """Fraction rho of the live tracks stopped at each adaptive-stopping check."""
     min_tracks: int = 2
+    """The round ends when fewer than this many tracks are still live."""
     max_steps: int = 60
+    """Cap on track steps per round (the length of every track with `fixed_length`)."""
     fixed_length: bool = False
-    gamma: float = 0.9
-    tau: int = 256
-    subgraph_tau: int = 256
-    elite_fraction: float = 0.0  # share of tracks that start from the best measured schedules
-    start_pool: int = 1  # random fills drawn per random track start; the best-predicted ones start
-    reward_clip: float = 1.0  # |r| cap: a score near 0 would otherwise turn into a huge relative change
+    """No adaptive stopping: every track runs `max_steps` steps (the paper's ablation)."""
+    elite_fraction: float = 0.5
+    """Share of tracks starting from the best measured schedules of the sketch (0: all random fills, the paper's)."""
+    elite_fraction_late: float | None = 0.75
+    """The elite share grows linearly to this as the budget is spent (None: `elite_fraction` throughout)."""
+    elite_other_sketches: int = 0
+    """Elite tracks per other sketch of the task, each from that sketch's best measured schedule."""
+    start_pool: int = 8
+    """Random fills drawn per random track start; the track starts from the best-predicted one."""
+    reward_clip: float = 1.0
+    """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
+
+    def elite_share(self, spent: float) -> float:
+        """Share of elite track starts once `spent` (0..1) of the budget is measured.
+
+        `elite_fraction` 0 stays 0 throughout: the paper's pure random fills.
+        """
+        if self.elite_fraction_late is None or self.elite_fraction == 0:
+            return self.elite_fraction
+        return self.elite_fraction + (self.elite_fraction_late - self.elite_fraction) * min(max(spent, 0.0), 1.0)
 
 
 @dataclass
@@ -68,9 +128,10 @@ class HarlEnv(MultiAgentEnv):
     """One search round over `spaces` (one schedule space per task).
 
     `score_fn(task, states)` is the cost model (higher = faster); `value_fn(observations)` the
-    PPO critic, used only for adaptive stopping; `elite_fn(task, sketch)` the best measured
-    states of a sketch, best first, where `elite_fraction` of the tracks start (the rest start
-    from random fills). All are set by the search loop, which owns them.
+    PPO critic, used only for adaptive stopping, with discount `gamma`; `elite_fn(task, sketch)`
+    the best measured states of a sketch, best first, where `elite_fraction` of the tracks start
+    (the rest start from random fills); `bandits` the windows the two bandit agents observe.
+    All are injected by the search loop, which owns them.
     """
 
     def __init__(
@@ -78,19 +139,24 @@ class HarlEnv(MultiAgentEnv):
         spaces: Sequence[Any],
         score_fn: ScoreFn,
         value_fn: ValueFn | None,
+        bandits: BanditWindows,
         config: HarlEnvConfig | None = None,
+        *,
+        gamma: float = 0.9,
         seed: int = 0,
         elite_fn: EliteFn | None = None,
     ) -> None:
         super().__init__()
         self.config = config or HarlEnvConfig()
+        self.gamma = gamma
+        self.bandits = bandits
         if self.config.tracks < 1 or self.config.lam < 1 or not 0.0 <= self.config.rho < 1.0:
             raise ValueError(f"bad HARL episode shape {self.config}: need tracks >= 1, lam >= 1, 0 <= rho < 1")
         self.spaces = list(spaces)
         self.score_fn = score_fn
         self.value_fn = value_fn
         self.elite_fn = elite_fn
-        self.elite_fraction = self.config.elite_fraction  # the search loop may raise it as trials are spent
+        self.elite_fraction = self.config.elite_fraction  # the search loop raises it as trials are spent
         self.rng = np.random.default_rng(seed)
         first = self.spaces[0]
         track_space = track_observation_space(first.obs_dim, first.action_dim)
@@ -107,8 +173,6 @@ class HarlEnv(MultiAgentEnv):
             SKETCH_AGENT: bandit_action_space(),
             **{aid: gym.spaces.Discrete(first.action_dim) for aid in self.track_ids},
         }
-        self.subgraph_window = SlidingWindow(len(self.spaces), self.config.subgraph_tau)
-        self.sketch_windows = [SlidingWindow(space.num_sketches, self.config.tau) for space in self.spaces]
         self._reset_round()
 
     # ------------------------------------------------------------------ episode state
@@ -136,10 +200,10 @@ class HarlEnv(MultiAgentEnv):
             self.task = int(options["task"])
             self.agents = [SKETCH_AGENT]
             self.due = {SKETCH_AGENT}
-            return {SKETCH_AGENT: self.sketch_windows[self.task].observation()}, {}
+            return {SKETCH_AGENT: self.bandits.sketch_observation(self.task)}, {}
         self.agents = [SUBGRAPH_AGENT]
         self.due = {SUBGRAPH_AGENT}
-        return {SUBGRAPH_AGENT: self.subgraph_window.observation()}, {}
+        return {SUBGRAPH_AGENT: self.bandits.subgraph_observation()}, {}
 
     def step(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         unexpected = set(action_dict) - self.due
@@ -162,7 +226,7 @@ class HarlEnv(MultiAgentEnv):
         self.task = arm
         self.agents = [SKETCH_AGENT]
         self.due = {SKETCH_AGENT}
-        obs = {SUBGRAPH_AGENT: self.subgraph_window.observation(), SKETCH_AGENT: self.sketch_windows[arm].observation()}
+        obs = {SUBGRAPH_AGENT: self.bandits.subgraph_observation(), SKETCH_AGENT: self.bandits.sketch_observation(arm)}
         return obs, {SUBGRAPH_AGENT: 0.0}, {SUBGRAPH_AGENT: True, "__all__": False}, {"__all__": False}, {}
 
     def _pick_sketch(self, arm: int) -> tuple[dict, dict, dict, dict, dict]:
@@ -175,7 +239,7 @@ class HarlEnv(MultiAgentEnv):
         states, scores = self._random_starts(space, arm, len(self.track_ids) - len(elites))
         if elites:
             states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
-        obs: dict[str, Any] = {SKETCH_AGENT: self.sketch_windows[self.task].observation()}
+        obs: dict[str, Any] = {SKETCH_AGENT: self.bandits.sketch_observation(self.task)}
         for aid, state, score in zip(self.track_ids, states, scores):
             self.states[aid], self.scores[aid] = state, float(score)
             self._visit(state, float(score))
@@ -252,7 +316,7 @@ class HarlEnv(MultiAgentEnv):
     def _adaptive_stop(self, obs: dict[str, dict[str, np.ndarray]]) -> set[str]:
         """Stop the worst `rho` of the live tracks by critic advantage over the last window."""
         live = list(self.live)
-        gamma = self.config.gamma
+        gamma = self.gamma
         starts = [self._window_start_obs[aid] for aid in live]
         ends = [obs[aid] for aid in live]
         if self.value_fn is not None:
@@ -276,12 +340,6 @@ class HarlEnv(MultiAgentEnv):
         return stopped
 
     # ------------------------------------------------------------------ after measurement
-    def record_bandit_rewards(self, task: int, sketch: int, subgraph_reward: float | None, sketch_reward: float) -> None:
-        """Feed the round's measured outcome into the sliding windows the bandits score from."""
-        if subgraph_reward is not None:
-            self.subgraph_window.record(task, subgraph_reward)
-        self.sketch_windows[task].record(sketch, sketch_reward)
-
     def top_visited(self) -> list[Visited]:
         """Every schedule visited this round, best predicted first."""
         return sorted(self.visited.values(), key=lambda v: -v.score)

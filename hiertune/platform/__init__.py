@@ -1,1 +1,2 @@
-"""Ray side of hiertune: runtime, resource-pinned measurement runners, records, solver actor."""
+"""Ray side of hiertune: runtime, resource-pinned measurement runners, records, the solver actor,
+sweeps, and the two tuners side by side (HARL and the MetaSchedule baseline)."""

@@ -6,6 +6,7 @@ resource is an error at once and an actor that cannot be placed in time is kille
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hiertune.errors import HiertuneError, ResourceUnavailableError
@@ -53,5 +54,12 @@ def start_actor(actor_class: Any, device: str, *args: Any, num_cpus: float = 1.0
             "but other actors hold it; free them or add nodes"
         ) from None
     except ray.exceptions.RayActorError as err:
-        raise HiertuneError(f"{what} on {device} failed to start: {str(err).splitlines()[0]}") from None
+        raise HiertuneError(start_failure(str(err), f"{what} on {device} failed to start")) from None
     return handle
+
+
+def start_failure(error: str, context: str) -> str:
+    """One line for an actor that died starting: a HiertuneError raised in its constructor (it
+    names the fix) as it was raised, anything else as Ray's first line."""
+    raised = re.search(r"hiertune\.errors\.\w+: (.+)", error)
+    return raised.group(1).strip() if raised else f"{context}: {error.splitlines()[0]}"

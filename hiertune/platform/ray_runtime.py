@@ -2,19 +2,26 @@
 
 Ray 2.60 has no local mode; a lean single-node Ray starts in 6-7 s on two cores when the
 dashboard, worker prestart and a large object store are left out.
+
+Token authentication is on everywhere (RAY_AUTH_MODE=token): even a local node started with
+node address 127.0.0.1 listens on every interface, so without a token anyone who can reach this
+machine could run code in it. Ray reads the token from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
+~/.ray/auth_token, and writes the last on a first local start; on a cluster `ray up` hands the
+launching machine's ~/.ray/auth_token to every host (cluster.yaml's file_mounts).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hiertune.errors import HiertuneError, ResourceUnavailableError
 
 # Quiet, offline-friendly Ray defaults; set before ray is imported anywhere in this process.
 _RAY_ENV_DEFAULTS = {
-    "RAY_AUTH_MODE": "disabled",
+    "RAY_AUTH_MODE": "token",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_DEDUP_LOGS": "0",
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
@@ -62,12 +69,25 @@ def init_ray(config: RayConfig | None = None) -> dict[str, Any]:
                 resources=dict(config.resources),
                 _system_config={"enable_worker_prestart": False},
             )
+    except ray.exceptions.AuthenticationError as err:
+        raise HiertuneError(
+            f"the Ray cluster at {address!r} refused this client ({str(err).splitlines()[0]}); copy its token "
+            "(the head's ~/.ray/auth_token) to ~/.ray/auth_token here or set RAY_AUTH_TOKEN"
+        ) from None
     except ConnectionError as err:
         raise HiertuneError(
             f"cannot reach the Ray cluster at {address!r} ({err}); start it with `ray start --head` "
             "or unset RAY_ADDRESS to run locally"
         ) from None
+    _keep_token_private()
     return ray.cluster_resources()
+
+
+def _keep_token_private() -> None:
+    """Ray writes ~/.ray/auth_token with the umask's mode (often world-readable): owner only."""
+    token = Path.home() / ".ray" / "auth_token"
+    if token.is_file() and token.stat().st_mode & 0o077:
+        token.chmod(0o600)
 
 
 def require_resource(name: str, amount: float = 1.0, *, what: str = "this actor") -> None:

@@ -8,13 +8,20 @@ Two kinds of line, so one file is self-contained and round-trips into a MetaSche
      "tuner": "harl" | "metaschedule", "trial": 7, "target": {...}}
 
 A killed writer can leave a torn last line: loading skips it with a warning, never fails.
+
+One writer per file: a writing store holds an OS lock (flock) on `<records>.lock` for the life of
+its process, so a second `hiertune tune --records same.jsonl` is refused at once, naming the
+holder, instead of both appending trials with the same numbers. The kernel drops the lock when
+the holder exits, killed or not, so a stale `.lock` file never blocks a resume.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import socket
 import time
 import warnings
 from collections.abc import Iterable
@@ -79,6 +86,31 @@ class MeasureRecord(LatencyOutcome):
         )
 
 
+# Locks this process holds, by resolved records path: several stores of one process may share a file.
+_HELD_LOCKS: dict[Path, int] = {}
+
+
+def lock_records(path: Path) -> None:
+    """Take the one-writer lock of a records file for this process, or refuse naming its holder."""
+    key = path.resolve()
+    if key in _HELD_LOCKS:
+        return
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise HiertuneError(
+            f"--records {path} is being written by {holder}; wait for that run to finish "
+            "or give this one another --records file"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
+    _HELD_LOCKS[key] = fd
+
+
 def trace_key(trace: Any) -> str:
     """A stable identity for a schedule: the hash of its trace (instructions and decisions)."""
     text = json.dumps(trace.as_json(remove_postproc=True), sort_keys=True, default=str)
@@ -86,16 +118,22 @@ def trace_key(trace: Any) -> str:
 
 
 class RecordStore:
-    """Append-only JSONL store of workloads and measurements, loaded back for resume and apply."""
+    """Append-only JSONL store of workloads and measurements, loaded back for resume and apply.
 
-    def __init__(self, path: str | Path) -> None:
+    `writer=False` opens it to read only (apply, compile): no lock, so a live run can be read.
+    """
+
+    def __init__(self, path: str | Path, writer: bool = True) -> None:
         self.path = Path(path)
         self.workloads: dict[str, dict[str, Any]] = {}
         self.measures: list[MeasureRecord] = []
         self._torn_tail = False
         if self.path.is_dir():
             raise HiertuneError(f"--records {self.path} is a directory; give a file path such as runs/gmm.jsonl")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = writer
+        if writer:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock_records(self.path)
         if self.path.exists():
             self._load()
 
@@ -138,6 +176,8 @@ class RecordStore:
 
     # ------------------------------------------------------------------ writing
     def _write(self, data: dict[str, Any]) -> None:
+        if not self.writer:
+            raise HiertuneError(f"{self.path} was opened to read only (writer=False); open it as a writer to add records")
         with self.path.open("a", encoding="utf-8") as f:
             if self._torn_tail:
                 f.write("\n")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import logging
 import math
 import threading
 import time
@@ -27,6 +28,8 @@ from typing import Any
 from hiertune.errors import HiertuneError, ResourceUnavailableError
 from hiertune.platform.placement import required_resource, start_actor
 from hiertune.platform.runners import MeasureInput, Measurer, MeasureResult, RunnerConfig
+
+log = logging.getLogger(__name__)
 
 
 class PoolMeasurer(Measurer):
@@ -50,6 +53,7 @@ class PoolStats:
     requeued: int = 0  # candidates sent again after their runner died
     replaced: int = 0  # runners started to replace dead ones
     lost_runners: int = 0  # runners found dead
+    remeasured_elsewhere: int = 0  # candidates of a dead runner measured on another node
     per_node: dict[str, int] = field(default_factory=collections.Counter)  # results per node id
 
 
@@ -229,6 +233,8 @@ class RunnerPool:
         queue = collections.deque(range(total))
         attempts = [0] * total
         in_flight: dict[Any, _Call] = {}
+        lost_on: dict[int, str] = {}  # candidate -> node of the runner that died holding it
+        moved: collections.Counter = collections.Counter()  # (lost node, node that measured it)
         done = 0
 
         def dispatch() -> None:
@@ -249,6 +255,8 @@ class RunnerPool:
             self.last_nodes[index] = node
             if node is not None:
                 self.stats.per_node[node] += 1
+                if lost_on.get(index, node) != node:
+                    moved[lost_on[index], node] += 1
             done += 1
 
         def requeue(indices: list[int], err: BaseException) -> None:
@@ -269,6 +277,7 @@ class RunnerPool:
             for ref, call in list(in_flight.items()):
                 if call.runner is runner:
                     del in_flight[ref]
+                    lost_on.update(dict.fromkeys(call.indices, runner.node_id))
                     requeue(call.indices, err)
             runner.in_flight = 0
             self._replace(runner)
@@ -301,6 +310,7 @@ class RunnerPool:
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
                 # the runner (or its node) died: this chunk and its other pending ones go back
                 self.stats.lost_runners += 1
+                lost_on.update(dict.fromkeys(call.indices, call.runner.node_id))
                 requeue(call.indices, err)
                 if call.runner in self._runners:
                     drop_runner(call.runner, err)
@@ -310,7 +320,19 @@ class RunnerPool:
             if self.on_result is not None:
                 dispatch()  # keep runners busy while the callback runs
                 self.on_result(done, total)
+        if moved:
+            self._report_moved(moved)
         return results  # type: ignore[return-value]
+
+    def _report_moved(self, moved: collections.Counter) -> None:
+        """Say where a lost runner's candidates were measured instead (by node address)."""
+        import ray
+
+        address = {n["NodeID"]: n.get("NodeManagerAddress", n["NodeID"][:8]) for n in ray.nodes()}
+        self.stats.remeasured_elsewhere += sum(moved.values())
+        for (lost, node), count in sorted(moved.items()):
+            log.warning("%d candidate(s) in flight on the lost runner at %s measured again on %s",
+                        count, address.get(lost, lost[:8]), address.get(node, node[:8]))
 
     def close(self) -> None:
         import ray

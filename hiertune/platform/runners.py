@@ -68,8 +68,10 @@ class Measurer:
     """Builds and times candidates in this process (or in the actor this class becomes)."""
 
     def __init__(self, config: RunnerConfig) -> None:
+        from hiertune.platform.core_claims import claim_cores
         from hiertune.workloads.tvm_support import fast_build, make_target, prepare_tvm
 
+        claim_cores(f"{config.device} measurement runner")
         self.config = config
         if config.device == "cpu":
             os.environ["TVM_NUM_THREADS"] = str(max(1, int(config.num_cpus)))

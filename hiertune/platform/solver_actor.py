@@ -3,6 +3,9 @@
 Gurobi's licence lives on one machine (HiGHS and CP-SAT need none): declare a custom resource
 there (`ray start ... --resources='{"gurobi": 1}'`) and start the actor with `resource="gurobi"`.
 An actor asking for a resource no node has would wait forever, so that is checked first.
+
+This is also where the pointer net meets Inc-ILP: the solver layer takes its pre-scheduler
+injected, and `pointer_inc_ilp` injects the shipped one, scoring with the solve's own cache.
 """
 
 from __future__ import annotations
@@ -11,9 +14,21 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+from hiertune.policies.pointer_net import default_scheduler
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import IlpConfig, PartitionResult, solve_partition
 from hiertune.solvers.incilp import IncIlpConfig, IncIlpResult, inc_ilp
+
+SCHEDULED_SOURCES = ("auto", "pointer", "best")  # the initial-plan sources that ask the pointer net
+
+
+def pointer_inc_ilp(graph: OpGraph, num_stages: int, config: IncIlpConfig | None = None,
+                    initial: list[int] | None = None) -> IncIlpResult:
+    """Inc-ILP with the shipped pointer net as its pre-scheduler (when the source asks for one
+    and the checkpoint loads), ranking its samples with the solve's cache per stage."""
+    config = config or IncIlpConfig()
+    scheduler = default_scheduler(config.ilp.cache_bytes) if config.initial in SCHEDULED_SOURCES else None
+    return inc_ilp(graph, num_stages, config, initial, scheduler)
 
 
 @dataclass
@@ -33,7 +48,7 @@ class PartitionSolver:
 
     def inc_ilp(self, graph: OpGraph, num_stages: int, config: IncIlpConfig | None = None,
                 initial: list[int] | None = None) -> IncIlpResult:
-        return inc_ilp(graph, num_stages, config, initial)
+        return pointer_inc_ilp(graph, num_stages, config, initial)
 
     def host(self) -> str:
         return socket.gethostname()

@@ -25,10 +25,11 @@ SEARCHES = ("grid", "random", "optuna")
 INCILP_PENALTY_S = 1000.0
 HARL_FAILED_MS = 1e9  # a session that measured nothing valid
 
-# parameter name -> (type, HarlConfig field / meaning)
+# parameter name -> (type, HarlConfig field as section.field / meaning)
 HARL_PARAMS: dict[str, tuple[type, str]] = {
-    "c": (float, "c"), "tau": (int, "tau"), "lambda": (int, "lam"), "rho": (float, "rho"),
-    "tracks": (int, "tracks"), "topk": (int, "topk"), "max_steps": (int, "max_steps"),
+    "c": (float, "bandit.c"), "tau": (int, "bandit.tau"), "lambda": (int, "episode.lam"),
+    "rho": (float, "episode.rho"), "tracks": (int, "episode.tracks"), "topk": (int, "candidates.topk"),
+    "max_steps": (int, "episode.max_steps"),
 }
 INCILP_PARAMS: dict[str, tuple[type, str]] = {"gamma": (float, "gamma")}
 PARAMS = {"harl": HARL_PARAMS, "incilp": INCILP_PARAMS}
@@ -106,6 +107,16 @@ def parse_param(kind: str, text: str) -> ParamSpec:
     return ParamSpec(name, values=values, kind=typ)
 
 
+def harl_config(base: Any, params: dict[str, Any]) -> Any:
+    """`base` (a HarlConfig) with the swept parameters set; fewer tracks lower the minimum with them."""
+    from hiertune.configs import with_overrides
+
+    config = with_overrides(base, {HARL_PARAMS[k][1]: v for k, v in params.items() if k in HARL_PARAMS})
+    if config.episode.min_tracks > config.episode.tracks:
+        config = with_overrides(config, {"episode.min_tracks": config.episode.tracks})
+    return config
+
+
 def check_values(kind: str, name: str, values: list[float | int]) -> None:
     """Reject values the tuner itself would refuse, before any trial starts."""
     from hiertune.platform.harl_search import HarlConfig
@@ -115,9 +126,7 @@ def check_values(kind: str, name: str, values: list[float | int]) -> None:
             if value < 0:
                 raise HiertuneError(f"--param gamma={value}: gamma must be >= 0 (or 'inf' for the exact ILP)")
             continue
-        config = HarlConfig(**{HARL_PARAMS[name][1]: value})
-        if name == "tracks":
-            config.min_tracks = min(config.min_tracks, int(value))
+        config = harl_config(HarlConfig(), {name: value})
         try:
             config.validate()
         except HiertuneError as err:
@@ -194,10 +203,11 @@ def incilp_session(config: dict[str, Any], graph: Any, stages: int, reference: t
     """One Inc-ILP solve at the trial's gamma; score = solve seconds at the optimum, else penalised."""
     from ray import tune
 
+    from hiertune.platform.solver_actor import pointer_inc_ilp
     from hiertune.solvers.ilp import IlpConfig
-    from hiertune.solvers.incilp import IncIlpConfig, inc_ilp
+    from hiertune.solvers.incilp import IncIlpConfig
 
-    result = inc_ilp(graph, stages, IncIlpConfig(gamma=float(config["gamma"]), initial=initial, ilp=IlpConfig(**ilp)))
+    result = pointer_inc_ilp(graph, stages, IncIlpConfig(gamma=float(config["gamma"]), initial=initial, ilp=IlpConfig(**ilp)))
     reached = tuple(result.objectives) <= tuple(reference)
     gap = [(a - b) / b * 100 if b else float(a != b) for a, b in zip(result.objectives, reference)]
     tune.report({
@@ -220,9 +230,7 @@ def harl_session(config: dict[str, Any], workload: str, target: str, trials: int
 
     trial_dir = Path(tune.get_context().get_trial_dir())
     tvm_target = make_target(target, num_cores=runner_cores) if target == "llvm" else make_target(target)
-    knobs = {HARL_PARAMS[k][1]: v for k, v in config.items() if k in HARL_PARAMS}
-    harl = HarlConfig(trials=trials, seed=seed, **knobs)
-    harl.min_tracks = min(harl.min_tracks, harl.tracks)
+    harl = harl_config(HarlConfig(trials=trials, seed=seed), config)
     device = "gpu" if tvm_target.kind.name == "cuda" else "cpu"
     runner = MeasureRunner(RunnerConfig(target=target, device=device, num_cpus=runner_cores,
                                         work_dir=str(trial_dir / "tmp")), use_ray=False)
@@ -330,7 +338,7 @@ def run_sweep(config: SweepConfig, on_trial: Any = None, graph: Any = None,
                        reference=list(reference) if reference else None, seconds=seconds)
 
 
-_KEPT_METRICS = ("best_ms", "trials", "seconds", "score_s", "solve_s", "reached_optimum", "window",
+_KEPT_METRICS = ("best_ms", "trials", "seconds", "score_s", "solve_s", "reached_optimum", "window", "node_ip",
                  "peak_gap_pct", "objectives")
 
 
@@ -357,6 +365,8 @@ def sweep_table(config: SweepConfig, result: SweepResult) -> Any:
     table = Table(title=f"{config.kind} sweep ({config.search}, {len(result.trials)} trials) - {config.metric}, lower is better")
     names = [p.name for p in config.params]
     extra = ["trials"] if config.kind == "harl" else ["solve_s", "reached_optimum", "window"]
+    if len({t["metrics"].get("node_ip") for t in result.trials}) > 1:  # on a cluster: where each ran
+        extra.append("node_ip")
     for column in ["#", *names, config.metric, *extra, "status"]:
         table.add_column(column, justify="right")
     order = sorted(result.trials, key=lambda t: (t["metric"] is None, t["metric"] or 0))

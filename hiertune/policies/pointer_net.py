@@ -17,8 +17,10 @@ The running-state features are ratios, so a net trained on |V| = 30 runs on 800-
 
 from __future__ import annotations
 
+import functools
+import logging
 import pickle
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +30,14 @@ from torch import nn
 
 from hiertune.errors import HiertuneError
 from hiertune.solvers.graph import OpGraph
+from hiertune.solvers.ilp import EDGE_TPU_CACHE_BYTES, evaluate_partition
 
 NODE_FEATURES = 13
 GLOBAL_FEATURES = 12
 ITEM_DYN_FEATURES = 5
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "data" / "pointer_net.pt"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -433,7 +438,7 @@ class SchedulerConfig:
 
     samples: int = 8
     seed: int = 0
-    cache_bytes: int = 8 * 1024 * 1024
+    cache_bytes: int = EDGE_TPU_CACHE_BYTES  # ranks the samples: the solve's own cache per stage
 
 
 @dataclass
@@ -466,8 +471,6 @@ class PointerScheduler:
 
     def _best_of_samples(self, graph: OpGraph, gf: GraphFeatures, k: int) -> np.ndarray:
         """The greedy plan and `samples` sampled ones, decoded in one batch; the best by the ILP's objectives."""
-        from hiertune.solvers.ilp import evaluate_partition
-
         def score(stages_pos: np.ndarray) -> tuple:
             by_node = [0] * gf.n
             for p, v in enumerate(gf.order):
@@ -511,3 +514,22 @@ def load_scheduler(path: str | Path, config: SchedulerConfig = SchedulerConfig()
 def load_default_scheduler(config: SchedulerConfig = SchedulerConfig()) -> PointerScheduler:
     """The checkpoint shipped in hiertune/data/pointer_net.pt."""
     return load_scheduler(DEFAULT_CHECKPOINT, config)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_scheduler() -> PointerScheduler | None:
+    try:
+        return load_default_scheduler()
+    except (HiertuneError, OSError) as err:
+        log.info("pointer net unavailable (%s); Inc-ILP starts from another plan", err)
+        return None
+
+
+def default_scheduler(cache_bytes: int = EDGE_TPU_CACHE_BYTES) -> PointerScheduler | None:
+    """The shipped pointer net ranking its samples with `cache_bytes` per stage (the solve's
+    cache), or None when it has no checkpoint: what the layers above inject into Inc-ILP. The
+    network is loaded once; only the scoring cache differs between calls."""
+    shipped = _shipped_scheduler()
+    if shipped is None:
+        return None
+    return replace(shipped, config=replace(shipped.config, cache_bytes=cache_bytes))

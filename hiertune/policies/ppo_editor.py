@@ -4,7 +4,7 @@ HARL's paper settings: actor lr 3e-4, critic lr 1e-3, discount 0.9, value-loss w
 entropy 0.01. RLlib's PPO has one learning rate per module, so `HarlPPOLearner` registers two
 Adam optimizers (actor and critic parameters) on the one loss.
 
-The search loop drives PPO itself (see NOTES: no env runners, no stale value head): it acts with
+The search loop drives PPO itself (no env runners, so no stale synced value head): it acts with
 the learner's own `ppo_track` module and hands finished `MultiAgentEpisode`s to
 `learner_group.update`. The SW-UCB modules sit in the same `MultiRLModuleSpec` but outside
 `policies_to_train`, so RLlib never builds optimizers for them.
@@ -27,44 +27,45 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
-from hiertune.policies.sw_ucb import SWUCBModule, bandit_action_space, bandit_observation_space
+from hiertune.envs.harl_env import (
+    SKETCH_AGENT,
+    SUBGRAPH_AGENT,
+    bandit_action_space,
+    bandit_observation_space,
+    track_observation_space,
+)
+from hiertune.policies.bandits import BanditConfig
+from hiertune.policies.sw_ucb import SWUCBModule
 
 PPO_MODULE = "ppo_track"
 SUBGRAPH_MODULE = "sw_ucb_subgraph"
 SKETCH_MODULE = "sw_ucb_sketch"
-SUBGRAPH_AGENT = "subgraph"
-SKETCH_AGENT = "sketch"
-TRACK_PREFIX = "track_"
 
 
 @dataclass
 class PPOEditorConfig:
-    """PPO hyper-parameters (paper values) and the bandits' SW-UCB settings."""
+    """The track editor's PPO (the paper's learning rates, discount and loss weights)."""
 
     actor_lr: float = 3e-4
+    """Adam learning rate of the actor (policy) network."""
     critic_lr: float = 1e-3
+    """Adam learning rate of the critic (value) network."""
     gamma: float = 0.9
+    """Discount of the track rewards; adaptive stopping discounts its advantages with it too."""
     gae_lambda: float = 0.95
+    """GAE lambda of the advantage estimate."""
     vf_loss_coeff: float = 0.5
+    """Weight of the value loss in PPO's loss."""
     entropy_coeff: float = 0.01
+    """Weight of the entropy bonus (keeps the edits exploring)."""
     clip_param: float = 0.2
+    """PPO's ratio clip."""
     num_epochs: int = 4
+    """Passes over each round's episode per update."""
     minibatch_size: int = 128
+    """Track steps per minibatch."""
     hidden: tuple[int, ...] = (64, 64)
-    c: float = 0.25
-    tau: int = 256
-    subgraph_tau: int = 256
-    seed: int = 0
-
-
-def track_observation_space(obs_dim: int, action_dim: int) -> gym.spaces.Dict:
-    """A track sees its schedule features and which edits are legal (RLlib's masking layout)."""
-    return gym.spaces.Dict(
-        {
-            "action_mask": gym.spaces.Box(0.0, 1.0, (action_dim,), np.float32),
-            "observations": gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32),
-        }
-    )
+    """Hidden layer sizes of the actor and of the critic."""
 
 
 def agent_to_module(agent_id: str, *args: Any, **kwargs: Any) -> str:
@@ -140,7 +141,7 @@ class HarlPPOLearner(PPOTorchLearner):
             )
 
 
-def module_spec(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> MultiRLModuleSpec:
+def module_spec(obs_dim: int, action_dim: int, editor: PPOEditorConfig, bandit: BanditConfig) -> MultiRLModuleSpec:
     """The three RLModules of the hierarchy: masked PPO editor and two parameter-free bandits."""
     bandit_spaces = {"observation_space": bandit_observation_space(), "action_space": bandit_action_space()}
     return MultiRLModuleSpec(
@@ -152,18 +153,18 @@ def module_spec(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> Multi
                 model_config=DefaultModelConfig(fcnet_hiddens=list(editor.hidden), vf_share_layers=False),
             ),
             SUBGRAPH_MODULE: RLModuleSpec(
-                module_class=SWUCBModule, model_config={"c": editor.c, "tau": editor.subgraph_tau}, **bandit_spaces
+                module_class=SWUCBModule, model_config={"c": bandit.c, "tau": bandit.tau}, **bandit_spaces
             ),
             SKETCH_MODULE: RLModuleSpec(
-                module_class=SWUCBModule, model_config={"c": editor.c, "tau": editor.tau}, **bandit_spaces
+                module_class=SWUCBModule, model_config={"c": bandit.c, "tau": bandit.tau}, **bandit_spaces
             ),
         }
     )
 
 
-def ppo_config(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> PPOConfig:
+def ppo_config(obs_dim: int, action_dim: int, editor: PPOEditorConfig, bandit: BanditConfig, seed: int) -> PPOConfig:
     """RLlib PPO config of the hierarchy (only `ppo_track` trains)."""
-    spec = module_spec(obs_dim, action_dim, editor)
+    spec = module_spec(obs_dim, action_dim, editor, bandit)
     return (
         PPOConfig()
         .environment(
@@ -188,7 +189,7 @@ def ppo_config(obs_dim: int, action_dim: int, editor: PPOEditorConfig) -> PPOCon
             minibatch_size=editor.minibatch_size,
             lr=editor.actor_lr,
         )
-        .debugging(seed=editor.seed)
+        .debugging(seed=seed)
     )
 
 
@@ -199,16 +200,16 @@ class PPOEditor:
     critic that ranks tracks for adaptive stopping is always the freshly trained one.
     """
 
-    def __init__(self, obs_dim: int, action_dim: int, editor: PPOEditorConfig | None = None) -> None:
-        torch.set_num_threads(1)
+    def __init__(self, obs_dim: int, action_dim: int, editor: PPOEditorConfig | None = None,
+                 bandit: BanditConfig | None = None, seed: int = 0) -> None:
+        torch.set_num_threads(1)  # tiny MLPs: more threads only add overhead, and measurement shares the cores
         self.editor = editor or PPOEditorConfig()
-        self.config = ppo_config(obs_dim, action_dim, self.editor)
-        self.learner_group = self.config.build_learner_group(rl_module_spec=module_spec(obs_dim, action_dim, self.editor))
+        bandit = bandit or BanditConfig()
+        self.config = ppo_config(obs_dim, action_dim, self.editor, bandit, seed)
+        self.learner_group = self.config.build_learner_group(
+            rl_module_spec=module_spec(obs_dim, action_dim, self.editor, bandit)
+        )
         self.module = self.learner_group._learner.module  # local learner (num_learners=0)
-        self.rng = torch.Generator().manual_seed(self.editor.seed)
-
-    def modules(self) -> Any:
-        return self.module
 
     @staticmethod
     def _batch(observations: list[dict[str, np.ndarray]]) -> dict[str, dict[str, torch.Tensor]]:
@@ -250,6 +251,3 @@ class PPOEditor:
             shuffle_batch_per_epoch=True,
         )
         return results[0] if isinstance(results, list) and results else results
-
-    def get_weights(self) -> dict[str, Any]:
-        return self.learner_group.get_weights()

@@ -1,4 +1,5 @@
-"""Resolve a `--model` argument to an OpGraph: a zoo model name, a graph .json or a .tflite file.
+"""Resolve a `--model` argument to an OpGraph: a zoo model name, a graph .json, a .tflite or an
+.onnx file.
 
 Every entry point (the partition command, the benchmark, the solver actor) takes models the same
 way, and every bad input ends as one `GraphError` that names the file and the fix.
@@ -13,15 +14,19 @@ from hiertune.solvers.graph import GraphError, OpGraph
 
 
 def load_graph(model: str | Path, form: str = "keras") -> OpGraph:
-    """`resnet152` (zoo, in the given form), `path/graph.json`, or `path/model.tflite`."""
+    """`resnet152` (zoo, in the given form), `path/graph.json`, `path/model.tflite` or `path/model.onnx`."""
     text = str(model)
     path = Path(text)
     if text.endswith(".json"):
         return OpGraph.load_json(path)
     if text.endswith(".tflite"):
         return load_tflite_graph(path)
+    if text.endswith(".onnx"):
+        from hiertune.solvers.onnx_graph import onnx_graph_from_file
+
+        return onnx_graph_from_file(path)
     if path.exists():
-        raise GraphError(f"{path}: unknown graph file type; pass a .json graph or a .tflite model")
+        raise GraphError(f"{path}: unknown graph file type; pass a .json graph, a .tflite or an .onnx model")
     from hiertune.solvers.zoo import load_zoo_graph
 
     try:

@@ -47,6 +47,7 @@ from hiertune.solvers.linear import LinearModel
 log = logging.getLogger(__name__)
 
 EDGE_TPU_CACHE_BYTES = 8 * 1024**2  # on-chip parameter cache of one Edge TPU
+IDEAL_DP = "ideal-dp"  # the exact DP over the graph's ideals, a whole-graph backend beside the ILP's
 Objectives = tuple[int, int, int]
 
 
@@ -487,7 +488,7 @@ def _phase_model(pm: PartitionModel, phase: int, bounds: list[tuple[dict[int, in
 def choose_solver(requested: str, pm: PartitionModel) -> tuple[str, str | None]:
     """Resolve `auto` and an unusable Gurobi to a backend; the second value says why it changed."""
     if requested not in ("auto", *SOLVERS):
-        raise HiertuneError(f"unknown solver {requested!r}; choose one of auto, {', '.join(SOLVERS)}")
+        raise HiertuneError(f"unknown solver {requested!r}; choose one of auto, {', '.join(SOLVERS)}, {IDEAL_DP}")
     if requested not in ("auto", "gurobi"):
         return requested, None
     if not gurobi_available():
@@ -507,8 +508,16 @@ def solve_partition(
     allowed: list[set[int]] | None = None,
     hint: list[int] | None = None,
 ) -> PartitionResult:
-    """Lexicographically optimal K-stage partition within the allowed stage sets."""
+    """Lexicographically optimal K-stage partition within the allowed stage sets. `ideal-dp`
+    (`ideal_dp.ideal_partition`) solves whole graphs only: no allowed set may be narrowed."""
     config = config or IlpConfig()
+    if config.solver == IDEAL_DP:
+        if allowed is not None and any(len(a) < num_stages for a in allowed):
+            raise PartitionError("the ideal DP solves the whole graph only; use --gamma inf with it, "
+                                 "or an ILP solver (cpsat, gurobi, highs) for an Inc-ILP window")
+        from hiertune.solvers.ideal_dp import ideal_partition
+
+        return ideal_partition(graph, num_stages, config.cache_bytes, hint, config.time_limit_s)
     start = time.perf_counter()
     cpu_start = time.process_time()
     pm = build_model(graph, num_stages, config.cache_bytes, allowed)

@@ -12,19 +12,24 @@ the latest ASAP level of a sink; every node whose level lies within `gamma` of t
 re-opened: it may move across that boundary, to stage b or b+1 (`window="adjacent"`, the
 default), or to any stage its fixed neighbours allow (`window="any"`). gamma = inf re-opens
 everything to every stage: the exact ILP.
+
+Levels are ASAP levels from the graph's main input, except for the nodes that input does not
+reach (weights given as separate source nodes, constants and their preprocessing): ASAP puts
+all of those at level 0, so one weight edge crossing a late boundary would stretch its window
+back to the graph's start. They sit one level before their earliest consumer instead
+(`window_levels`), which is where they act.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
+from hiertune.solvers.certify import global_lower_bounds, proven_by_bounds
 from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
@@ -36,21 +41,22 @@ from hiertune.solvers.ilp import (
     solve_partition,
 )
 
-log = logging.getLogger(__name__)
-
 INITIAL_SOURCES = ("auto", "best", "pointer", "libcoral", "given")
 WINDOW_KINDS = ("adjacent", "any")
 
 
 class Scheduler(Protocol):
+    """A pre-scheduler (the pointer net, injected by the layers above): a valid plan of every node."""
+
     def partition(self, graph: OpGraph, num_stages: int) -> list[int]: ...
 
 
 @dataclass
 class IncIlpConfig:
     """gamma: window half-width in ASAP levels (math.inf = exact ILP). initial: where the initial
-    plan comes from (`auto` = the pointer net when its checkpoint loads, else the plan passed in,
-    else libcoral's split; `best` = the better of those). window: where a re-opened node may go.
+    plan comes from (`best`, the default = the lexicographically best of the scheduler's plan when
+    a scheduler is passed, the plan passed in and libcoral's split; `auto` = the scheduler's plan,
+    else the plan passed in, else libcoral's split). window: where a re-opened node may go.
     `adjacent` (default): across the boundaries whose window holds it, to the stages beside them.
     `any`: any stage its fixed neighbours allow. Measured on the zoo at gamma = 10 (42 cases, one
     run): from the default start (exact cuts) both reach the optimum in 42/42, and `adjacent` solves
@@ -61,7 +67,7 @@ class IncIlpConfig:
     plan's cuts exactly along its order first (never worse than the plan; see the module docstring)."""
 
     gamma: float = 10
-    initial: str = "auto"
+    initial: str = "best"
     window: str = "adjacent"
     rounds: int = 1
     refine_cuts: bool = True
@@ -88,22 +94,18 @@ class IncIlpResult:
     cpu_seconds: float = 0.0  # CPU time of the window solve(s)
     init_cpu_seconds: float = 0.0
     rounds: int = 1  # window solves done
+    lower_bounds: Objectives = (0, 0, 0)  # global bounds no plan beats (certify.global_lower_bounds)
+
+    @property
+    def proven(self) -> tuple[bool, bool, bool]:
+        """Per objective: proven globally optimal (the whole-graph exact solve, or the bounds met)."""
+        if self.optimal and math.isinf(self.gamma):
+            return True, True, True
+        return proven_by_bounds(self.objectives, self.lower_bounds)
 
     @property
     def total_seconds(self) -> float:
         return self.solve_seconds + self.init_seconds
-
-
-@functools.lru_cache(maxsize=1)
-def default_scheduler() -> Any | None:
-    """The shipped pointer net, or None when it is not importable or has no checkpoint yet."""
-    try:
-        from hiertune.policies.pointer_net import load_default_scheduler
-
-        return load_default_scheduler()
-    except (ImportError, HiertuneError, OSError) as err:
-        log.info("pointer net unavailable (%s); Inc-ILP starts from another plan", err)
-        return None
 
 
 def initial_partition(
@@ -111,8 +113,9 @@ def initial_partition(
     scheduler: Scheduler | None = None, cache_bytes: int = EDGE_TPU_CACHE_BYTES,
 ) -> tuple[list[int], str]:
     """The initial plan and where it came from. `best` takes the lexicographically better of the
-    pointer net's plan (when available), the given plan and libcoral's split (cheap insurance
-    against a weak pre-scheduler)."""
+    scheduler's plan (when one is passed), the given plan and libcoral's split (cheap insurance
+    against a weak pre-scheduler). The scheduler comes from the caller: this layer knows no
+    pointer net (`policies.pointer_net.default_scheduler` is the usual one)."""
     if source not in INITIAL_SOURCES:
         raise HiertuneError(f"initial plan source {source!r} is unknown; use one of {', '.join(INITIAL_SOURCES)}")
     if source == "best":
@@ -120,9 +123,8 @@ def initial_partition(
         if given is not None:
             check_partition(graph, given, num_stages)
             candidates.append((list(given), "given"))
-        sched = scheduler or default_scheduler()
-        if sched is not None:
-            stages = sched.partition(graph, num_stages)
+        if scheduler is not None:
+            stages = scheduler.partition(graph, num_stages)
             check_partition(graph, stages, num_stages)
             candidates.append((stages, "pointer"))
         return min(candidates, key=lambda c: evaluate_partition(graph, c[0], num_stages, cache_bytes))
@@ -132,15 +134,15 @@ def initial_partition(
         check_partition(graph, given, num_stages)
         return list(given), "given"
     if source in ("auto", "pointer"):
-        sched = scheduler or default_scheduler()
-        if sched is not None:
-            stages = sched.partition(graph, num_stages)
+        if scheduler is not None:
+            stages = scheduler.partition(graph, num_stages)
             check_partition(graph, stages, num_stages)
             return stages, "pointer"
         if source == "pointer":
             raise HiertuneError(
-                "the pointer-net checkpoint is not available; train it "
-                "(python -m hiertune.policies.train_pointer_net) or use initial='libcoral'"
+                "initial='pointer' needs a pre-scheduler and none was passed (the pointer-net "
+                "checkpoint may be missing: train it with python -m hiertune.policies.train_pointer_net); "
+                "or use initial='libcoral'"
             )
         if given is not None:
             check_partition(graph, given, num_stages)
@@ -148,11 +150,39 @@ def initial_partition(
     return libcoral_partition(graph, num_stages), "libcoral"
 
 
+def window_levels(graph: OpGraph) -> list[int]:
+    """ASAP levels for the nodes reachable from the main input (the source with the longest path
+    below it), and for every other node one level before its earliest consumer (see the module
+    docstring); still increasing along every edge."""
+    return graph.memo("incilp.window_levels", _window_levels)
+
+
+def _window_levels(graph: OpGraph) -> list[int]:
+    asap = graph.asap_levels()
+    order = graph.topological_order()
+    succ = graph.successors()
+    depth = [0] * graph.num_nodes  # longest path from the node down to a sink
+    for v in reversed(order):
+        depth[v] = 1 + max((depth[w] for w in succ[v]), default=0)
+    sources = [v for v in order if not graph.predecessors()[v]]
+    driven = [False] * graph.num_nodes
+    driven[max(sources, key=lambda v: depth[v])] = True
+    for v in order:
+        if driven[v]:
+            for w in succ[v]:
+                driven[w] = True
+    level = list(asap)
+    for v in reversed(order):
+        if not driven[v] and succ[v]:
+            level[v] = min(level[w] for w in succ[v]) - 1
+    return level
+
+
 def boundary_windows(graph: OpGraph, stages: list[int], gamma: float) -> dict[int, set[int]]:
     """Per boundary b of `stages`: the nodes re-opened around it (see the module docstring)."""
     if gamma < 0:
         raise HiertuneError(f"gamma must be >= 0 (got {gamma}); use math.inf for the exact ILP")
-    level = graph.asap_levels()
+    level = window_levels(graph)
     ranges: dict[int, tuple[int, int]] = {}
     for e in graph.edges:
         for b in range(stages[e.src], stages[e.dst]):  # the edge crosses boundaries src..dst-1
@@ -242,4 +272,5 @@ def inc_ilp(
         cpu_seconds=cpu_s,
         init_cpu_seconds=init_cpu,
         rounds=rounds,
+        lower_bounds=global_lower_bounds(graph, num_stages, config.ilp.cache_bytes),
     )

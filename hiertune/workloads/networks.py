@@ -1,4 +1,5 @@
-"""Whole networks as tuning workloads: ResNets written in torch, imported through Relax.
+"""Built-in networks (ResNets written in torch) and the Relax steps every model goes through:
+torch import, fusion into TIR subgraphs, MetaSchedule task extraction.
 
 No weights are downloaded: parameters are random (their values don't change the schedules).
 """
@@ -66,13 +67,16 @@ def _torch_resnet(depth: int, width: int = 64, image: int = 224) -> tuple[Any, A
     return model, torch.randn(1, 3, image, image)
 
 
-def _torch_model(name: str) -> tuple[Any, Any]:
+def builtin_model(name: str) -> tuple[Any, Any]:
+    """A built-in network (torch, random weights, eval mode) and one example input."""
+    import torch
+
+    torch.manual_seed(0)  # the same weights every time: compiled outputs are checked against them
     if name == "resnet18":
         return _torch_resnet(18)
     if name == "resnet50":
         return _torch_resnet(50)
     if name == "tiny-convnet":  # three small tasks, one of them twice: fast enough for tests
-        import torch
         from torch import nn
 
         model = nn.Sequential(
@@ -83,18 +87,21 @@ def _torch_model(name: str) -> tuple[Any, Any]:
     raise HiertuneError(f"unknown network {name!r}; choose resnet18, resnet50 or tiny-convnet")
 
 
-def relax_module(name: str) -> Any:
-    """The network as a Relax IRModule with parameters bound, ready for task extraction."""
+def torch_to_relax(model: Any, example_inputs: tuple[Any, ...]) -> Any:
+    """A torch module as a Relax IRModule with its weights bound as constants (`torch.export`)."""
     import torch
-    from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    model, example = _torch_model(name)
-    torch.manual_seed(0)
     with torch.no_grad():
-        exported = torch.export.export(model, (example,))
-    mod = from_exported_program(exported, keep_params_as_input=False)  # weights as constants
+        exported = torch.export.export(model, tuple(example_inputs))
+    return from_exported_program(exported, keep_params_as_input=False)
+
+
+def fuse_for_tasks(mod: Any) -> Any:
+    """Relax legalised and fused into TIR subgraphs: the form MetaSchedule extracts tasks from and
+    that `compile_relax` looks its database up in, so records found here apply at compile time."""
     import tvm
+    from tvm import relax
 
     seq = tvm.transform.Sequential(
         [
@@ -109,13 +116,18 @@ def relax_module(name: str) -> Any:
     return seq(mod)
 
 
-def network_tasks(name: str, target: Any) -> list[Task]:
-    """MetaSchedule's task extraction on the network; weights = how often each subgraph appears."""
+def relax_module(name: str) -> Any:
+    """The built-in network as a fused Relax IRModule with parameters bound, ready for extraction."""
+    model, example = builtin_model(name)
+    return fuse_for_tasks(torch_to_relax(model, (example,)))
+
+
+def extract_tasks(fused: Any, target: Any, label: str) -> list[Task]:
+    """MetaSchedule's task extraction on a fused module; weights = how often each subgraph appears."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    mod = relax_module(name)
-    extracted = ms.relax_integration.extract_tasks(mod, target)
+    extracted = ms.relax_integration.extract_tasks(fused, target)
     tasks = []
     for ext in extracted:
         task_mod = ext.dispatched[0]
@@ -123,5 +135,10 @@ def network_tasks(name: str, target: Any) -> list[Task]:
             task_mod = tvm.IRModule({"main": task_mod})
         tasks.append(Task(name=ext.task_name, mod=task_mod, weight=int(ext.weight), flops=estimate_flops(task_mod)))
     if not tasks:
-        raise HiertuneError(f"network {name!r} produced no tunable tasks (Relax fusion failed?)")
+        raise HiertuneError(f"model {label!r} produced no tunable tasks (Relax fusion left no TIR functions)")
     return tasks
+
+
+def network_tasks(name: str, target: Any) -> list[Task]:
+    """The tuning tasks of a built-in network."""
+    return extract_tasks(relax_module(name), target, name)

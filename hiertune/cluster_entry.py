@@ -1,19 +1,23 @@
 """Entry point for `ray submit`: join the running cluster, then run a hiertune command on it.
 
-    ray submit cluster.yaml hiertune/platform/cluster_entry.py -- tune --workload GMM-L --trials 1000
-    ray submit cluster.yaml hiertune/platform/cluster_entry.py -- partition --model resnet152 --stages 6
-    ray submit cluster.yaml hiertune/platform/cluster_entry.py -- sweep incilp --model xception --param gamma=0,5,10
+    ray submit cluster.yaml hiertune/cluster_entry.py -- tune --workload GMM-L --trials 1000
+    ray submit cluster.yaml hiertune/cluster_entry.py -- partition --model resnet152 --stages 6
+    ray submit cluster.yaml hiertune/cluster_entry.py -- sweep incilp --model xception --param gamma=0,5,10
 
 `ray submit` copies this file to the head and runs it with the head's python, so it must work as
-a plain script as well as `python -m hiertune.platform.cluster_entry`. Ray is joined first
-(`address="auto"`), so every command's own `init_ray` finds it up and runs on the whole cluster.
+a plain script as well as `python -m hiertune.cluster_entry`. Ray is joined first
+(`address="auto"`, with the cluster's token: RAY_AUTH_MODE=token), so every command's own
+`init_ray` finds it up and runs on the whole cluster.
 
 `--ray-start-args` (used by cluster.yaml's start commands) prints the `ray start` flags that
-declare what this host holds: Edge TPUs, NVIDIA GPUs, a Gurobi licence.
+declare what this host holds: Edge TPUs, NVIDIA GPUs, a Gurobi licence. `--edgetpu N`,
+`--gpus N` and `--gurobi 0|1` after it override the probe (a host whose devices are not
+visible to it yet, or a test cluster that declares them).
 """
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -78,7 +82,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["--"]:  # `ray submit ... -- tune ...` may pass the separator through
         args = args[1:]
     if args[:1] == ["--ray-start-args"]:
-        print(" ".join(ray_start_args()))
+        probe = argparse.ArgumentParser(prog="cluster_entry --ray-start-args")
+        probe.add_argument("--edgetpu", type=int, default=None, help="Edge TPUs (default: probed)")
+        probe.add_argument("--gpus", type=int, default=None, help="NVIDIA GPUs (default: nvidia-smi -L)")
+        probe.add_argument("--gurobi", type=int, choices=(0, 1), default=None, help="a Gurobi licence (default: probed)")
+        found = probe.parse_args(args[1:])
+        gurobi = None if found.gurobi is None else bool(found.gurobi)
+        print(" ".join(ray_start_args(edgetpus=found.edgetpu, gpus=found.gpus, gurobi=gurobi)))
         return 0
     from hiertune.cli import main as cli_main
 

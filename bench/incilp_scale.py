@@ -1,0 +1,223 @@
+"""Inc-ILP end to end against the strongest exact baselines, as graphs and stage counts grow.
+
+Per case (graph, K): Inc-ILP at gamma 10 (and, where 10 misses the proven optimum, the smallest
+of 20, 40, 80 that reaches it), timed end to end in wall seconds: initial plan (pointer-net
+inference for the default `best` start) + exact cut placement + window solve(s). Against it,
+every exact baseline of the whole graph, each cold and hinted with the cheapest initial plan
+(libcoral's split with exact cuts, its time counted), the faster of the two counting:
+CP-SAT with 1 and with 2 workers, Gurobi where the size-limited licence takes the model, and the
+exact DP over the graph's ideals. A baseline that proves no optimum within the limit is charged
+the limit and the case is flagged (`unproven`); its final plan is compared with Inc-ILP's.
+
+    python bench/incilp_scale.py                              # the full grid, 300 s per baseline
+    python bench/incilp_scale.py --time-limit 60 --out bench/results/incilp_scale_reduced.json
+
+Results are written after every case; a stopped run resumes from what it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from tqdm import tqdm
+
+from hiertune.platform.solver_actor import pointer_inc_ilp
+from hiertune.plotting import pyplot, save_figure
+from hiertune.policies.pointer_net import default_scheduler
+from hiertune.solvers.backends import gurobi_available, gurobi_fits
+from hiertune.solvers.baselines import libcoral_partition
+from hiertune.solvers.graph_source import load_graph
+from hiertune.solvers.ideal_dp import IdealDpLimitError
+from hiertune.solvers.ilp import IlpConfig, build_model, evaluate_partition, prepare_graph, solve_partition
+from hiertune.solvers.incilp import IncIlpConfig
+from hiertune.solvers.order_split import refine_cuts
+from hiertune.solvers.zoo import load_zoo_graph, zoo_models
+
+RESULTS = Path(__file__).parent / "results"
+LARGE_NODES = 700
+LARGE_STAGES = 8
+TRIVIAL_EXACT_S = 0.05  # zoo cases whose exact solve is faster count as speed-up 1.0
+WIDER_GAMMAS = (20, 40, 80)
+# the graphs of today's sizes (bench/zoo/make_zoo.py); the rest of the zoo is the paper-era 14
+NEW_GRAPHS = ("efficientnetb7", "efficientnetv2s", "convnexttiny", "nasnetlarge", "vit_b16", "bert_base")
+
+
+def default_cases(form: str, largest: int, many_stages: list[int]) -> list[tuple[str, int]]:
+    """The new graphs and the zoo's `largest` graphs at every K of `many_stages`, the rest at K = 4."""
+    sizes = sorted(((load_zoo_graph(m, form).num_nodes, m) for m in zoo_models(form)), reverse=True)
+    big = {m for m in NEW_GRAPHS} | {m for _, m in [s for s in sizes if s[1] not in NEW_GRAPHS][:largest]}
+    return [(m, k) for _, m in sizes for k in (many_stages if m in big else [4])]
+
+
+def _load(model: str, form: str):
+    return load_zoo_graph(model, form) if model in zoo_models(form) else load_graph(model, form)
+
+
+def _incilp(graph, k: int, gamma: float, initial: str, limit: float) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    res = pointer_inc_ilp(graph, k, IncIlpConfig(gamma=gamma, initial=initial,
+                                                 ilp=IlpConfig(solver="cpsat", time_limit_s=limit)))
+    return {"gamma": gamma, "seconds": time.perf_counter() - t0, "init_seconds": res.init_seconds,
+            "window_seconds": res.solve_seconds, "objectives": list(res.objectives),
+            "initial_source": res.initial_source, "initial_objectives": list(res.initial_objectives),
+            "window_size": res.window_size, "window_optimal": res.optimal, "proven_by_bounds": list(res.proven)}
+
+
+def _baseline(graph, k: int, solver: str, threads: int, limit: float, hinted: bool) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    hint = refine_cuts(graph, libcoral_partition(graph, k), k) if hinted else None
+    try:
+        res = solve_partition(graph, k, IlpConfig(solver=solver, threads=threads, time_limit_s=limit), hint=hint)
+    except IdealDpLimitError as err:
+        return {"seconds": time.perf_counter() - t0, "optimal": False, "objectives": None, "note": str(err)}
+    return {"seconds": time.perf_counter() - t0, "optimal": res.optimal, "objectives": list(res.objectives),
+            "solver": res.solver, "note": res.fallback or ""}
+
+
+def run_case(model: str, form: str, k: int, limit: float) -> dict[str, Any]:
+    graph = _load(model, form)
+    prepare_graph(graph)  # memoised structures: built untimed, for every side alike
+    baselines: dict[str, dict[str, Any]] = {}
+    specs = [("cpsat-1", "cpsat", 1), ("cpsat-2", "cpsat", 2), ("ideal-dp", "ideal-dp", 1)]
+    if gurobi_available() and gurobi_fits(build_model(graph, k, IlpConfig().cache_bytes, None).lm, extra_rows=2):
+        specs.append(("gurobi", "gurobi", 1))
+    for name, solver, threads in specs:
+        runs = {mode: _baseline(graph, k, solver, threads, limit, mode == "hinted") for mode in ("cold", "hinted")}
+        proven = [r for r in runs.values() if r["optimal"]]
+        best = min(proven or list(runs.values()), key=lambda r: r["seconds"])
+        baselines[name] = {**runs, "seconds": best["seconds"] if proven else limit, "optimal": bool(proven),
+                           "objectives": best["objectives"]}
+    proven = [b for b in baselines.values() if b["optimal"]]
+    optimum = tuple(proven[0]["objectives"]) if proven else None
+    case: dict[str, Any] = {"model": model, "form": form, "num_stages": k,
+                            "group": "new" if model in NEW_GRAPHS else "zoo", "num_nodes": graph.num_nodes,
+                            "num_edges": len(graph.edges), "baselines": baselines,
+                            "optimum": list(optimum) if optimum else None,
+                            "fastest_exact": min(proven, key=lambda b: b["seconds"])["seconds"] if proven else limit,
+                            "fastest_exact_name": (min((n for n, b in baselines.items() if b["optimal"]),
+                                                       key=lambda n: baselines[n]["seconds"]) if proven else None),
+                            "unproven": not proven, "incilp": {}}
+    for variant, initial in (("default", "best"), ("libcoral", "libcoral")):
+        run = _incilp(graph, k, 10, initial, limit)
+        runs = [run]
+        for gamma in WIDER_GAMMAS:
+            if optimum is None or tuple(runs[-1]["objectives"]) <= optimum:
+                break
+            runs.append(_incilp(graph, k, gamma, initial, limit))
+        case["incilp"][variant] = {"gamma10": run, "wider": runs[1:],
+                                   "reached_optimum": None if optimum is None else tuple(run["objectives"]) <= optimum,
+                                   "gamma_to_optimum": next((r["gamma"] for r in runs if optimum is not None
+                                                             and tuple(r["objectives"]) <= optimum), None)}
+        best_exact = [b["objectives"] for b in baselines.values() if b["objectives"] is not None]
+        case["incilp"][variant]["not_worse_than_baselines"] = all(
+            tuple(run["objectives"]) <= tuple(o) for o in best_exact)
+        case["incilp"][variant]["speedup_e2e"] = case["fastest_exact"] / max(run["seconds"], 1e-6)
+    return case
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(max(v, 1e-9)) for v in values)) if values else None
+
+
+def summarize(cases: list[dict[str, Any]], variant: str = "default") -> dict[str, Any]:
+    inc = [c["incilp"][variant] for c in cases]
+    proven = [(c, i) for c, i in zip(cases, inc) if c["optimum"] is not None]
+    unproven = [(c, i) for c, i in zip(cases, inc) if c["optimum"] is None]
+    large = [i["speedup_e2e"] for c, i in zip(cases, inc)
+             if c["num_nodes"] >= LARGE_NODES or c["num_stages"] >= LARGE_STAGES]
+    zoo = [1.0 if c["fastest_exact"] < TRIVIAL_EXACT_S else i["speedup_e2e"]
+           for c, i in zip(cases, inc) if c["num_stages"] == 4 and c["form"] == "tflite"
+           and c.get("group", "zoo") == "zoo"]
+    gaps = [100.0 * (i["gamma10"]["initial_objectives"][0] - c["optimum"][0]) / max(c["optimum"][0], 1)
+            for c, i in proven if i["gamma10"]["initial_source"] == "pointer"]
+    return {
+        "optimal_fraction": sum(bool(i["reached_optimum"]) for _, i in proven) / len(proven) if proven else None,
+        "unproven_not_worse": (sum(i["not_worse_than_baselines"] for _, i in unproven) / len(unproven)
+                               if unproven else None),
+        "geomean_speedup_e2e_large": _geomean(large),
+        "geomean_speedup_e2e_zoo": _geomean(zoo),
+        "pointer_gap_pct": statistics.fmean(gaps) if gaps else None,
+        # the initial plan (pointer-net inference for `best`, libcoral, exact cuts) per 1,000 nodes
+        "initial_plan_ms_per_1000_nodes": _geomean([1e6 * i["gamma10"]["init_seconds"] / c["num_nodes"]
+                                                    for c, i in zip(cases, inc)]),
+        "num_cases": len(cases), "num_cases_proven": len(proven), "num_cases_large": len(large),
+    }
+
+
+def plot(cases: list[dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, variant in zip(axes, ("default", "libcoral")):
+        for k in sorted({c["num_stages"] for c in cases}):
+            pts = [(c["num_nodes"], c["incilp"][variant]["speedup_e2e"]) for c in cases if c["num_stages"] == k]
+            ax.scatter(*zip(*pts), label=f"K = {k}", s=22)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("|V| (TFLite operators)")
+        ax.set_ylabel("fastest exact baseline / Inc-ILP, end to end")
+        ax.set_yscale("log")
+        ax.set_title(f"Inc-ILP start: {'best (pointer net + libcoral)' if variant == 'default' else 'libcoral'}")
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def report(console: Console, cases: list[dict[str, Any]]) -> None:
+    table = Table(title="Inc-ILP (gamma 10) end to end vs the fastest exact baseline (wall s)")
+    for col in ("model", "|V|", "K", "fastest exact", "s", "Inc-ILP s", "init s", "speed-up", "optimum", "flag"):
+        table.add_column(col)
+    for c in cases:
+        run = c["incilp"]["default"]
+        table.add_row(c["model"], str(c["num_nodes"]), str(c["num_stages"]), str(c["fastest_exact_name"]),
+                      f"{c['fastest_exact']:.3f}", f"{run['gamma10']['seconds']:.3f}",
+                      f"{run['gamma10']['init_seconds']:.3f}", f"{run['speedup_e2e']:.2f}x",
+                      {True: "yes", False: f"no (gamma {run['gamma_to_optimum']})", None: "?"}[run["reached_optimum"]],
+                      "unproven" if c["unproven"] else "")
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--form", default="tflite", choices=("tflite", "keras"))
+    p.add_argument("--models", nargs="*", default=None,
+                   help="zoo names or graph files (.json/.tflite/.onnx), each at every K of --stages")
+    p.add_argument("--stages", type=int, nargs="*", default=[4, 8, 16])
+    p.add_argument("--largest", type=int, default=4, help="the zoo's largest graphs run at every K; the rest at K = 4")
+    p.add_argument("--time-limit", type=float, default=300.0, help="seconds per baseline run")
+    p.add_argument("--out", type=Path, default=RESULTS / "incilp_scale.json")
+    p.add_argument("--note", default="", help="a label stored in the JSON (e.g. why the run is reduced)")
+    a = p.parse_args(argv)
+    cases_wanted = ([(m, k) for m in a.models for k in a.stages] if a.models
+                    else default_cases(a.form, a.largest, a.stages))
+    console = Console(width=160)
+    default_scheduler()  # load the pointer net (torch import) once, outside every timed run
+    doc: dict[str, Any] = json.loads(a.out.read_text()) if a.out.exists() else {"cases": []}
+    doc["config"] = {"form": a.form, "time_limit_s": a.time_limit, "stages": a.stages, "largest": a.largest,
+                     "note": a.note, "command": "python bench/incilp_scale.py " + " ".join(argv or __import__("sys").argv[1:])}
+    done = {(c["model"], c["num_stages"]) for c in doc["cases"]}
+    todo = [(m, k) for m, k in cases_wanted if (m, k) not in done]
+    for model, k in tqdm(todo, desc="cases", unit="case"):
+        doc["cases"].append(run_case(model, a.form, k, a.time_limit))
+        doc.update(summarize(doc["cases"]))
+        doc["libcoral_start"] = summarize(doc["cases"], "libcoral")
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(doc, indent=1))  # after every case: a stopped run resumes here
+    if doc["cases"]:
+        doc.update(summarize(doc["cases"]))
+        doc["libcoral_start"] = summarize(doc["cases"], "libcoral")
+        a.out.write_text(json.dumps(doc, indent=1))
+        plot(doc["cases"], a.out.with_suffix(".png"))
+        report(console, doc["cases"])
+        console.print({k: doc[k] for k in ("optimal_fraction", "unproven_not_worse", "geomean_speedup_e2e_large",
+                                           "geomean_speedup_e2e_zoo", "pointer_gap_pct")})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""Whole models, tuned and shipped: HARL vs MetaSchedule at equal budgets, then end-to-end latency
+against PyTorch and ONNX Runtime — all through the `hiertune` commands a user runs.
+
+Quick mode: BERT (2 encoder layers, seq 128), MobileNetV2, ResNet-50 (transformers configs, random
+weights), 16 measured trials per task for each tuner on the same runner (MetaSchedule at
+tune_relax's defaults but the trial count: 64 candidates per round, gradient task scheduler), then
+`hiertune compile --check` and `hiertune benchmark`. Deep mode: the BERT encoder, HARL at 128
+trials per task, benchmarked against ONNX Runtime.
+
+    python bench/models_e2e.py --mode quick
+    python bench/models_e2e.py --mode deep
+
+Records live in runs/models_e2e/ and are resumed on a rerun (finished steps are skipped);
+bench/results/models_e2e.json is rewritten after every model, so a cut-off run keeps what finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+OUT_JSON = RESULTS / "models_e2e.json"
+WORK = ROOT / "runs" / "models_e2e"
+TARGET = '{"kind": "llvm", "num-cores": 1}'  # one thread everywhere: tuning, runner and benchmark
+# Smallest first, so a run cut short has finished models.
+MODELS = {
+    "bert-2l": ["--model", "hf:bert-base-uncased", "--layers", "2", "--seq-len", "128"],
+    "mobilenet-v2": ["--model", "hf:mobilenet-v2"],
+    "resnet-50": ["--model", "hf:resnet-50"],
+}
+MS_ROUND = 64  # tune_relax's num_trials_per_iter
+
+
+def hiertune(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "hiertune.cli", *argv]
+
+
+def run_step(cmd: list[str], log: Path, attempts: int = 3) -> None:
+    """One hiertune command, its output appended to the model's log. A failed step is rerun (records
+    resume; on a loaded machine a runner actor can miss its start-up deadline); then the model stops."""
+    for attempt in range(1, attempts + 1):
+        with log.open("a") as f:
+            f.write(f"\n$ {' '.join(cmd)}\n")
+            f.flush()
+            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        if done.returncode in (0, 1):  # 1: compile --check found a mismatch, recorded in its output
+            return
+        print(f"  {' '.join(cmd[3:5])}: exit {done.returncode} (attempt {attempt}/{attempts}); see {log}", flush=True)
+    raise RuntimeError(f"{' '.join(cmd[3:5])} failed {attempts} times; see {log}")
+
+
+def task_count(model_args: list[str]) -> int:
+    from hiertune.commands.common import model_from_args
+    from hiertune.cli import build_parser
+    from hiertune.workloads.models import model_workload
+    from hiertune.workloads.tvm_support import make_target
+
+    args = build_parser().parse_args(["compile", *model_args, "--records", "x", "--out", "x.so"])
+    return len(model_workload(model_from_args(args), make_target(TARGET)).tasks)
+
+
+def records_trials(path: Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.open() if '"kind":"measure"' in line)
+
+
+def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[str, Any]:
+    """Tune (resumed), compile --check and benchmark one model; returns its JSON entry."""
+    model_args = MODELS[name]
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / f"{name}.log"
+    tasks = task_count(model_args)
+    trials = per_task * tasks
+    commands = []
+    records = {}
+    started = time.time()
+    for tuner in tuners:
+        path = work / f"{name}_{tuner}.jsonl"
+        records[tuner] = path
+        command = "tune" if tuner == "harl" else "baseline"
+        cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", TARGET,
+                       "--runner-cores", "1", *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
+        commands.append(cmd)
+        if records_trials(path) < trials:
+            run_step(cmd, log)
+    tune_s = time.time() - started
+    checks = {}
+    for tuner, path in records.items():
+        out = work / f"{name}_{tuner}.so"
+        cmd = hiertune("compile", *model_args, "--records", str(path), "--out", str(out), "--target", TARGET, "--check")
+        commands.append(cmd)
+        mark = log.stat().st_size if log.exists() else 0
+        run_step(cmd, log)
+        text = log.read_text()[mark:]
+        checks[tuner] = next((line.strip() for line in text.splitlines() if line.startswith("check vs")), "no check line")
+    bench_json = work / f"{name}_benchmark.json"
+    cmd = hiertune("benchmark", *model_args, *[f"--records={t}={p}" for t, p in records.items()], "--target", TARGET,
+                   "--threads", "1", "--repeats", "10", "--json", str(bench_json),
+                   "--plot", str(work / f"{name}_benchmark.png"), "--work-dir", str(work))
+    commands.append(cmd)
+    run_step(cmd, log)
+    bench = json.loads(bench_json.read_text())
+    return {"tasks": tasks, "trials_per_tuner": trials, "tune_s": round(tune_s, 1), "checks": checks,
+            "benchmark": bench, "commands": [" ".join(c[2:]) for c in commands]}
+
+
+def median(bench: dict[str, Any], name: str) -> float | None:
+    return bench["contenders"].get(name, {}).get("median_ms")
+
+
+def ratio(bench: dict[str, Any], a: str, b: str) -> float | None:
+    x, y = median(bench, a), median(bench, b)
+    return x / y if x and y else None
+
+
+def geomean(values: list[float | None]) -> float | None:
+    good = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
+
+
+def summarise(result: dict[str, Any]) -> None:
+    """The headline ratios (TVM + HARL over each contender, smaller is better) from the per-model detail."""
+    quick = result.get("quick", {})
+    per_model = {}
+    for name, entry in quick.items():
+        bench = entry["benchmark"]
+        per_model[name] = {
+            "harl_over_metaschedule": ratio(bench, "TVM + harl", "TVM + metaschedule"),
+            "harl_over_onnxruntime": ratio(bench, "TVM + harl", "ONNX Runtime"),
+            "harl_over_torch_eager": ratio(bench, "TVM + harl", "PyTorch eager"),
+            "harl_over_torch_compile": ratio(bench, "TVM + harl", "torch.compile"),
+            "harl_over_untuned": ratio(bench, "TVM + harl", "TVM untuned"),
+            "harl_tuned_tasks": bench["contenders"]["TVM + harl"].get("tuned_tasks"),
+            "metaschedule_tuned_tasks": bench["contenders"].get("TVM + metaschedule", {}).get("tuned_tasks"),
+            "tasks": entry["tasks"],
+        }
+    result["ratios_per_model"] = per_model
+    for key in ("metaschedule", "onnxruntime", "torch_eager", "untuned"):
+        result[f"e2e_harl_over_{key}"] = geomean([m[f"harl_over_{key}"] for m in per_model.values()])
+    tuned = sum(m["harl_tuned_tasks"] or 0 for m in per_model.values())
+    total = sum(m["tasks"] for m in per_model.values())
+    result["tuned_task_fraction"] = tuned / total if total else None
+    deep = result.get("deep", {}).get("bert-2l")
+    result["e2e_harl_over_onnxruntime_deep"] = ratio(deep["benchmark"], "TVM + harl", "ONNX Runtime") if deep else None
+    result["models_done"] = {"quick": list(quick), "deep": list(result.get("deep", {}))}
+    result["complete"] = set(quick) == set(MODELS) and deep is not None
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    from hiertune.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    quick = result.get("quick", {})
+    if not quick:
+        return
+    contenders = ["TVM + harl", "TVM + metaschedule", "PyTorch eager", "torch.compile", "ONNX Runtime"]
+    fig, ax = plt.subplots(figsize=(2.5 + 2.2 * len(quick), 4))
+    width = 0.8 / len(contenders)
+    for i, name in enumerate(contenders):
+        values = [ratio(e["benchmark"], name, "TVM + harl") or 0 for e in quick.values()]
+        ax.bar([j + i * width for j in range(len(quick))], values, width, label=name)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(quick))], list(quick))
+    ax.set_ylabel("latency / (TVM + HARL) latency")
+    ax.set_yscale("log")
+    ax.set_title("end-to-end latency, 1 thread (quick mode; above 1 = slower than HARL)")
+    ax.legend(fontsize=7)
+    save_figure(fig, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("quick", "deep"), default="quick")
+    parser.add_argument("--models", nargs="*", default=None, help="subset of the quick models")
+    parser.add_argument("--per-task", type=int, help="trials per task (default: 16 quick, 128 deep)")
+    parser.add_argument("--out", type=Path, default=OUT_JSON, help="results JSON (the PNG goes beside it)")
+    parser.add_argument("--work", type=Path, default=WORK, help="folder for records, libraries and logs")
+    args = parser.parse_args()
+    result = json.loads(args.out.read_text()) if args.out.exists() else {}
+    result["target"] = TARGET
+    section = result.setdefault(args.mode, {})
+    names = ["bert-2l"] if args.mode == "deep" else (args.models or list(MODELS))
+    per_task = args.per_task or (128 if args.mode == "deep" else 16)
+    tuners = ["harl"] if args.mode == "deep" else ["harl", "metaschedule"]
+    for name in names:
+        print(f"[{args.mode}] {name}: {per_task} trials per task, tuners {tuners}", flush=True)
+        section[name] = run_model(name, per_task, tuners, args.work / args.mode)
+        summarise(result)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))
+        plot(result, args.out.with_suffix(".png"))
+        print(json.dumps({k: v for k, v in result.items() if k.startswith(("e2e", "tuned"))}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""Models in, a tuned model out: ONNX and torch-file import, clear import errors, a compiled tuned
+model that plain TVM loads and that matches ONNX Runtime, the benchmark, every operator family tuned."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hiertune.errors import HiertuneError
+from hiertune.platform.compile_model import build_untuned, check_outputs
+from hiertune.workloads.demo_model import write_convnet_onnx
+from hiertune.workloads.models import load_model, model_workload, parse_input_shapes
+from hiertune.workloads.tvm_support import make_target
+
+TARGET = '{"kind": "llvm", "num-cores": 1}'
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hiertune.cli", *argv], capture_output=True, text=True,
+                          cwd=cwd or ROOT)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return make_target(TARGET)
+
+
+@pytest.fixture(scope="module")
+def convnet(tmp_path_factory) -> Path:
+    return write_convnet_onnx(tmp_path_factory.mktemp("onnx") / "convnet.onnx", image=16, channels=8,
+                              dynamic_batch=True)
+
+
+TORCH_FILE = '''
+import torch
+from torch import nn
+
+
+def make():
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 8 * 8, 4))
+    return net.eval(), (torch.randn(1, 3, 8, 8),)
+
+
+def broken():
+    raise ValueError("weights file missing")
+'''
+
+
+@pytest.fixture(scope="module")
+def torch_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("torch") / "net.py"
+    path.write_text(TORCH_FILE)
+    return path
+
+
+def test_onnx_model_imports_with_its_tasks_and_weights(convnet, target) -> None:
+    model = load_model(str(convnet), parse_input_shapes(["input:1x3x16x16"]))
+    assert [(i.name, i.shape, i.dtype) for i in model.inputs] == [("input", (1, 3, 16, 16), "float32")]
+    names = [t.name for t in model_workload(model, target).tasks]
+    assert sum("conv2d" in n for n in names) == 3, names  # three convolutions of different shapes
+    assert any("pool" in n for n in names) and any("matmul" in n or "dense" in n for n in names), names
+    check = check_outputs(model, build_untuned(model, target))  # the weights came through: outputs match ORT
+    assert check.reference == "ONNX Runtime" and check.ok, check
+
+
+def test_torch_file_model_imports_and_matches_pytorch(torch_file, target) -> None:
+    model = load_model(f"{torch_file}:make")
+    assert model.source == "torch" and model.inputs[0].shape == (1, 3, 8, 8)
+    names = [t.name for t in model_workload(model, target).tasks]
+    assert any("conv2d" in n for n in names) and any("matmul" in n for n in names), names
+    check = check_outputs(model, build_untuned(model, target))
+    assert check.reference == "PyTorch" and check.ok, check
+
+
+@pytest.mark.parametrize(
+    ("make_spec", "shapes", "expected"),
+    [
+        (lambda d: str(d / "not_onnx.onnx"), None, "is not an ONNX model"),
+        (lambda d: str(d / "unknown_op.onnx"), None, "not supported for frontend ONNX: HiertuneNoSuchOp"),
+        (lambda d: str(d / "dynamic.onnx"), None, "give --input-shape input:1x3x16x16"),
+        (lambda d: str(d / "dynamic.onnx"), ["input:1x3xbig"], "write NAME:DIMS"),
+        (lambda d: str(d / "dynamic.onnx"), ["image:1x3x16x16"], "the inputs of"),
+        (lambda d: str(d / "dynamic.onnx"), ["input:1x3x16"], "does not fit input 'input'"),
+        (lambda d: str(d / "net.py") + ":broken", None, "broken() raised ValueError: weights file missing"),
+        (lambda d: str(d / "net.py") + ":nothing", None, "defines no function 'nothing'"),
+        (lambda d: "hf:gpt-17", None, "is not in the table"),
+        (lambda d: "no-such-model", None, "is not a file or a known model"),
+    ],
+)
+def test_bad_models_give_one_clear_error(tmp_path, make_spec, shapes, expected) -> None:
+    (tmp_path / "not_onnx.onnx").write_text("this is a text file")
+    write_convnet_onnx(tmp_path / "unknown_op.onnx", image=16, channels=4, extra_op="HiertuneNoSuchOp")
+    write_convnet_onnx(tmp_path / "dynamic.onnx", image=16, channels=4, dynamic_batch=True)
+    (tmp_path / "net.py").write_text(TORCH_FILE)
+    with pytest.raises(HiertuneError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        load_model(make_spec(tmp_path), parse_input_shapes(shapes))
+
+
+def test_cli_bad_input_shape_is_one_line(convnet) -> None:
+    out = cli("tune", "--model", str(convnet), "--input-shape", "input=1x3", "--trials", "1", "--no-ray")
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
+    assert "--input-shape 'input=1x3'" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def tuned(convnet, tmp_path_factory) -> Path:
+    """The convnet tuned by `hiertune tune` for a few trials per task (measured in-process: no Ray
+    actor start-up to wait for on a loaded CI machine)."""
+    work = tmp_path_factory.mktemp("tuned")
+    records = work / "harl.jsonl"
+    out = cli("tune", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--trials", "40",
+              "--topk", "4", "--tracks", "4", "--max-steps", "12", "--records", str(records), "--target", TARGET, "--no-ray")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return records
+
+
+PLAIN_TVM = '''
+import sys
+sys.modules["hiertune"] = None  # prove the library needs TVM only
+import numpy as np, tvm
+from tvm import relax
+vm = relax.VirtualMachine(tvm.runtime.load_module(sys.argv[1]), tvm.cpu())
+x = np.load(sys.argv[2])
+np.save(sys.argv[3], vm["main"](tvm.runtime.tensor(x)).numpy())
+'''
+
+
+@pytest.mark.slow
+def test_compiled_tuned_model_loads_in_plain_tvm_and_matches_onnxruntime(convnet, tuned, tmp_path) -> None:
+    library = tmp_path / "convnet.so"
+    out = cli("compile", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--records", str(tuned),
+              "--out", str(library), "--target", TARGET, "--check")
+    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
+    tasks = len(model_workload(load_model(str(convnet), {"input": (1, 3, 16, 16)}), make_target(TARGET)).tasks)
+    assert f"{tasks} of {tasks} tasks run tuned" in out.stdout
+    assert "check vs ONNX Runtime" in out.stdout and ": OK" in out.stdout
+    database = tmp_path / "convnet_database"
+    assert (database / "database_workload.json").stat().st_size > 0
+    assert (database / "database_tuning_record.json").stat().st_size > 0
+
+    import onnxruntime as ort
+
+    x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_TVM)
+    ran = subprocess.run([sys.executable, str(script), str(library), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    expected = ort.InferenceSession(str(convnet), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_records_of_another_target_are_refused(convnet, tuned, tmp_path) -> None:
+    foreign = tmp_path / "foreign.jsonl"
+    lines = []
+    for line in tuned.read_text().splitlines():
+        data = json.loads(line)
+        if data["kind"] == "measure":
+            data["record"][2]["mcpu"] = "cortex-a72"
+        lines.append(json.dumps(data))
+    foreign.write_text("\n".join(lines) + "\n")
+    out = cli("compile", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--records", str(foreign),
+              "--out", str(tmp_path / "m.so"), "--target", TARGET)
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
+    assert "cortex-a72" in out.stderr and "tune again for this target" in out.stderr
+
+
+@pytest.mark.slow
+def test_benchmark_times_every_contender(convnet, tuned, tmp_path) -> None:
+    result = tmp_path / "bench.json"
+    out = cli("benchmark", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--records", str(tuned),
+              "--target", TARGET, "--repeats", "3", "--json", str(result), "--plot", str(tmp_path / "b.png"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(result.read_text())
+    assert data["threads"] == 1
+    contenders = data["contenders"]
+    for name in ("TVM untuned", "TVM + HARL", "ONNX Runtime"):
+        assert len(contenders[name]["samples_ms"]) == 3 and contenders[name]["median_ms"] > 0, name
+    assert contenders["TVM + HARL"]["tuned_tasks"] == contenders["TVM + HARL"]["tasks"]
+    assert contenders["TVM + HARL"]["median_ms"] < contenders["TVM untuned"]["median_ms"]
+    assert "n/a" in contenders["PyTorch eager"]["note"]  # an ONNX model has no torch module to run
+    assert (tmp_path / "b.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_every_operator_family_tunes_for_a_few_trials(tmp_path) -> None:
+    from conftest import harl_config
+    from hiertune.platform.harl_search import HarlSearch
+    from hiertune.platform.records import RecordStore
+    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.workloads import Workload
+    from hiertune.workloads.operators import OPERATOR_FAMILIES, operator_task
+
+    target = make_target(TARGET)
+    runner = create_runner(RunnerConfig(target="llvm", num_cpus=1, number=1, min_repeat_ms=0), use_ray=False)
+    failed = []
+    try:
+        for family in OPERATOR_FAMILIES:
+            task = operator_task(f"{family}:0")
+            store = RecordStore(tmp_path / f"{family}.jsonl")
+            config = harl_config(trials=4, topk=4, tracks=2, max_steps=4, lam=2, seed=0)
+            HarlSearch(Workload(task.name, [task]), target, runner, store, config).run()
+            if store.best(task.name) is None:
+                failed.append(family)
+    finally:
+        runner.close()
+    assert not failed, f"no valid schedule in 4 trials for {failed}"
