@@ -38,8 +38,6 @@ against the MetaSchedule best of the broad JSON):
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import json
 import math
 import os
@@ -50,7 +48,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
@@ -109,28 +106,15 @@ class TimedRunner:
 
 
 # ---------------------------------------------------------------------- one tuning run
-@contextlib.contextmanager
-def space_defaults(options: dict[str, Any]) -> Iterator[None]:
-    """Run HARL with other `SpaceConfig` defaults (an A/B arm of a schedule-space option the
-    search's own config does not expose): HarlSearch builds its SpaceConfig itself."""
-    from hiertune.envs import schedule_space
-
-    original = schedule_space.SpaceConfig
-    if options:
-        schedule_space.SpaceConfig = functools.partial(original, **options)
-    try:
-        yield
-    finally:
-        schedule_space.SpaceConfig = original
-
-
 def records_path(work: Path, workload: str, label: str, seed: int) -> Path:
     return Path(work) / f"{workload.replace(':', '_')}_{label}_{seed}.jsonl"
 
 
 def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, runner: Any, work: Path,
               harl_options: dict[str, Any] | None = None, label: str | None = None) -> dict[str, Any]:
-    """Tune `workload` with one tuner on the shared runner; its curve, best and time split."""
+    """Tune `workload` with one tuner on the shared runner; its curve, best and time split.
+    `harl_options`: HarlConfig overrides, `section.field: value`."""
+    from hiertune.configs import with_overrides
     from hiertune.platform.harl_search import HarlConfig, HarlSearch
     from hiertune.platform.curves import tuning_curve
     from hiertune.platform.ms_baseline import BaselineConfig, run_baseline
@@ -143,11 +127,8 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     start_wall = time.time()
     extra: dict[str, Any] = {}
     if tuner == HARL:
-        options = dict(harl_options or {})
-        space = options.pop("space", {})
-        config = HarlConfig(trials=trials, seed=seed, **options)
-        with space_defaults(space):
-            result = HarlSearch(workload, target, timed, store, config).run()
+        config = with_overrides(HarlConfig(trials=trials, seed=seed), harl_options or {})
+        result = HarlSearch(workload, target, timed, store, config).run()
         extra = {"loop_search_s_per_trial": result.search_s_per_trial, "task_trials": result.task_trials,
                  "exhausted": result.exhausted, "options": harl_options or {}}
     else:
@@ -193,7 +174,7 @@ def run_pair(workload_name: str | Any, trials: int, seed: int, runner: Any, work
     out: dict[str, Any] = {"order": list(order)}
     for tuner in order:
         out[tuner] = run_tuner(tuner, workload, target, trials, seed, runner, work,
-                               harl_options={"elite_fraction": elite, **(harl_options or {})} if tuner == HARL else None)
+                               harl_options={"episode.elite_fraction": elite, **(harl_options or {})} if tuner == HARL else None)
     return out
 
 
@@ -456,7 +437,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
                                    "trials": suite.network_trials, "seed": seed}
             net[MS] = run_tuner(MS, workload, target, suite.network_trials, seed, runner, work_root)
             net[HARL] = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
-                                  {"elite_fraction": args.elite_starts})
+                                  {"episode.elite_fraction": args.elite_starts})
             net["ratios"] = pair_ratios(net)
             summary["network"] = net
             _save(summary, out_path)
@@ -472,7 +453,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             arms = {}
             for label, on in (("harl_bandit", True), ("harl_nobandit", False)):
                 arms[label] = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
-                                        {"elite_fraction": args.elite_starts, "subgraph_bandit": on}, label=label)
+                                        {"episode.elite_fraction": args.elite_starts, "bandit.subgraph_bandit": on}, label=label)
             summary["ablations"]["no_subgraph_bandit"] = {
                 "network": suite.network, "seed": seed, "bandit": arms["harl_bandit"], "run": arms["harl_nobandit"],
                 "latency_ratio_no_bandit_over_bandit": arms["harl_nobandit"]["best_ms"] / arms["harl_bandit"]["best_ms"],
@@ -490,7 +471,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             log(f"ablation fixed-length vs adaptive {name}")
             workload = get_workload(name, target)
             arms = {label: run_tuner(HARL, workload, target, entry["trials"], seed, runner, work_root,
-                                     {"elite_fraction": args.elite_starts, "fixed_length": flag}, label=label)
+                                     {"episode.elite_fraction": args.elite_starts, "episode.fixed_length": flag}, label=label)
                     for label, flag in (("harl_adaptive", False), ("harl_fixed", True))}
             run, adaptive = arms["harl_fixed"], arms["harl_adaptive"]
             fixed[name] = {
@@ -523,8 +504,10 @@ BROAD_SELECT, BROAD_REPORT = "broad-select", "broad-report"
 BATCH16_FAMILIES = ("C1D", "C2D", "DEP", "NRM", "TBG")  # report half: these at batch 16 too
 LONG_CASES = ("GMM-L", "C2D:2", "DEP:2", "TBG:2")  # report half: also at 256 trials
 LONG_TRIALS = 256
-# the model benchmark's networks; the heaviest task of each kind goes into the report half
-BROAD_NETWORKS = ("resnet50", "mobilenetv2", "bert-2l-128")
+# the model benchmark's networks (name -> load_model spec and options); the heaviest task of each
+# kind goes into the report half
+BROAD_NETWORKS = {"resnet50": ("resnet50", {}), "mobilenet-v2": ("hf:mobilenet-v2", {}),
+                  "bert-2l": ("hf:bert-base-uncased", {"layers": 2, "seq_len": 128})}
 NETWORK_TASK_KINDS = ("conv", "dense", "depthwise", "softmax", "layer_norm")
 MAX_NETWORK_TASKS = 12
 
@@ -708,9 +691,11 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     networks: dict[str, Any] = {}
     if args.suite == BROAD_REPORT and not args.only:
         unavailable = summary.setdefault("networks_unavailable", {})
-        for net in BROAD_NETWORKS:
+        from hiertune.workloads.models import load_model, model_workload
+
+        for net, (spec, options) in BROAD_NETWORKS.items():
             try:
-                networks[net] = get_workload(net, target).tasks
+                networks[net] = model_workload(load_model(spec, **options), target).tasks
             except Exception as err:  # noqa: BLE001 - a network this checkout cannot build is reported, not fatal
                 unavailable[net] = str(err).splitlines()[0][:200]
                 continue
@@ -781,9 +766,10 @@ def parse_space_options(items: list[str]) -> dict[str, Any]:
 
 
 def run_ab(args: argparse.Namespace) -> dict[str, Any]:
-    """A schedule-space option against the defaults on broad-suite cases: two HARL arms back to
-    back per case and seed (same runner, order alternating), ratios option / defaults, and each
-    arm against the MetaSchedule best of the same case and seed in the broad JSON."""
+    """A schedule-space option (HarlConfig's `space` section) against the defaults on broad-suite
+    cases: two HARL arms back to back per case and seed (same runner, order alternating), ratios
+    option / defaults, and each arm against the MetaSchedule best of the same case and seed in
+    the broad JSON."""
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
     from hiertune.workloads import get_workload
@@ -820,7 +806,8 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                 if (i + seed) % 2:
                     order.reverse()
                 runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,
-                                         {"elite_fraction": args.elite_starts, "space": opts}, label=f"harl_{label}")
+                                         {"episode.elite_fraction": args.elite_starts,
+                                          **{f"space.{k}": v for k, v in opts.items()}}, label=f"harl_{label}")
                         for label, opts in order}
                 ms = next((r[MS]["best_ms"] for r in broad.get(case["key"], {}).get("runs", []) if r["seed"] == seed), None)
                 arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(),
