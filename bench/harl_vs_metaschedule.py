@@ -16,6 +16,23 @@ The suite (issue 4: operators, a network with MetaSchedule's gradient task sched
     python bench/harl_vs_metaschedule.py --suite full
 
 The suite's JSON is rewritten after every piece; `--resume` skips pieces already in it.
+
+The broad suite, in two halves (bench/results/harl_vs_metaschedule_broad.json + PNG): the
+selection half (shape 1 of every te_workload family, 64 trials, seeds 0 and 1), on which
+defaults may be chosen, and the report half (shape 2 of every family, five at batch 16, the
+heaviest task of each kind of the model benchmark's networks, four shapes at 256 trials, seed 0),
+which is never used to choose. Top-level keys are over the report half, `selection` holds the
+same over the selection half; every geomean has a bootstrap 90% interval over cases beside it
+(`..._ci90`), every case its spread over seeds, and `cases_done` / `cases_planned` say how much
+of a half a partial file holds. A stopped run continues pair by pair from the JSON:
+
+    python bench/harl_vs_metaschedule.py --suite broad-select --suite-seeds 0 --work-dir runs/broad
+    python bench/harl_vs_metaschedule.py --suite broad-report --work-dir runs/broad
+
+A schedule-space option against the defaults (two HARL arms back to back per case, each also
+against the MetaSchedule best of the broad JSON):
+
+    python bench/harl_vs_metaschedule.py --suite broad-select --space-option largest_prime_moves=1 --only DEP:1
 """
 
 from __future__ import annotations
@@ -95,7 +112,9 @@ def records_path(work: Path, workload: str, label: str, seed: int) -> Path:
 
 def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, runner: Any, work: Path,
               harl_options: dict[str, Any] | None = None, label: str | None = None) -> dict[str, Any]:
-    """Tune `workload` with one tuner on the shared runner; its curve, best and time split."""
+    """Tune `workload` with one tuner on the shared runner; its curve, best and time split.
+    `harl_options`: HarlConfig overrides, `section.field: value`."""
+    from hiertune.configs import with_overrides
     from hiertune.platform.harl_search import HarlConfig, HarlSearch
     from hiertune.platform.curves import tuning_curve
     from hiertune.platform.ms_baseline import BaselineConfig, run_baseline
@@ -105,9 +124,10 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     store = RecordStore(records_path(work, workload.name, label, seed))
     timed = TimedRunner(runner)
     start = time.perf_counter()
+    start_wall = time.time()
     extra: dict[str, Any] = {}
     if tuner == HARL:
-        config = HarlConfig(trials=trials, seed=seed, **(harl_options or {}))
+        config = with_overrides(HarlConfig(trials=trials, seed=seed), harl_options or {})
         result = HarlSearch(workload, target, timed, store, config).run()
         extra = {"loop_search_s_per_trial": result.search_s_per_trial, "task_trials": result.task_trials,
                  "exhausted": result.exhausted, "options": harl_options or {}}
@@ -122,9 +142,14 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     n = len(points)
     curve = [p.latency_s * 1e3 if math.isfinite(p.latency_s) else None for p in points]
     finite = [c for c in curve if c is not None]
+    trials = store.trials(tuner=tuner)
+    if tuner == HARL:
+        extra["sketch_per_trial"] = [r.extra.get("sketch") for r in trials]
     return {
         "records": str(store.path),
         "trials": n,
+        # wall seconds (search + measurement) from the tuner's start to each trial's record
+        "elapsed_s": [round(r.time - start_wall, 3) for r in trials],
         "best_ms": finite[-1] if finite else None,
         "first_batch_best_ms": next((c for c in curve[min(7, n - 1):] if c is not None), None) if n else None,
         "curve_ms": curve,
@@ -136,19 +161,20 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     }
 
 
-def run_pair(workload_name: str, trials: int, seed: int, runner: Any, work: Path, elite: float,
-             target: Any = None, harl_first: bool = True) -> dict[str, Any]:
-    """HARL and MetaSchedule on one workload, same runner and budget, one after the other."""
+def run_pair(workload_name: str | Any, trials: int, seed: int, runner: Any, work: Path, elite: float,
+             target: Any = None, harl_first: bool = True, harl_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """HARL and MetaSchedule on one workload (a name or a Workload), same runner and budget, one
+    after the other."""
     from hiertune.workloads import get_workload
     from hiertune.workloads.tvm_support import make_target
 
     target = target if target is not None else make_target("llvm")
-    workload = get_workload(workload_name, target)
+    workload = get_workload(workload_name, target) if isinstance(workload_name, str) else workload_name
     order = (HARL, MS) if harl_first else (MS, HARL)
     out: dict[str, Any] = {"order": list(order)}
     for tuner in order:
         out[tuner] = run_tuner(tuner, workload, target, trials, seed, runner, work,
-                               harl_options={"elite_fraction": elite} if tuner == HARL else None)
+                               harl_options={"episode.elite_fraction": elite, **(harl_options or {})} if tuner == HARL else None)
     return out
 
 
@@ -411,7 +437,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
                                    "trials": suite.network_trials, "seed": seed}
             net[MS] = run_tuner(MS, workload, target, suite.network_trials, seed, runner, work_root)
             net[HARL] = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
-                                  {"elite_fraction": args.elite_starts})
+                                  {"episode.elite_fraction": args.elite_starts})
             net["ratios"] = pair_ratios(net)
             summary["network"] = net
             _save(summary, out_path)
@@ -427,7 +453,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             arms = {}
             for label, on in (("harl_bandit", True), ("harl_nobandit", False)):
                 arms[label] = run_tuner(HARL, workload, target, suite.network_trials, seed, runner, work_root,
-                                        {"elite_fraction": args.elite_starts, "subgraph_bandit": on}, label=label)
+                                        {"episode.elite_fraction": args.elite_starts, "bandit.subgraph_bandit": on}, label=label)
             summary["ablations"]["no_subgraph_bandit"] = {
                 "network": suite.network, "seed": seed, "bandit": arms["harl_bandit"], "run": arms["harl_nobandit"],
                 "latency_ratio_no_bandit_over_bandit": arms["harl_nobandit"]["best_ms"] / arms["harl_bandit"]["best_ms"],
@@ -445,7 +471,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             log(f"ablation fixed-length vs adaptive {name}")
             workload = get_workload(name, target)
             arms = {label: run_tuner(HARL, workload, target, entry["trials"], seed, runner, work_root,
-                                     {"elite_fraction": args.elite_starts, "fixed_length": flag}, label=label)
+                                     {"episode.elite_fraction": args.elite_starts, "episode.fixed_length": flag}, label=label)
                     for label, flag in (("harl_adaptive", False), ("harl_fixed", True))}
             run, adaptive = arms["harl_fixed"], arms["harl_adaptive"]
             fixed[name] = {
@@ -470,6 +496,411 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     summarise(summary)
     _save(summary, out_path)
     return summary
+
+
+# ---------------------------------------------------------------------- the broad suite
+BROAD_JSON = RESULTS / "harl_vs_metaschedule_broad.json"
+BROAD_SELECT, BROAD_REPORT = "broad-select", "broad-report"
+BATCH16_FAMILIES = ("C1D", "C2D", "DEP", "NRM", "TBG")  # report half: these at batch 16 too
+LONG_CASES = ("GMM-L", "C2D:2", "DEP:2", "TBG:2")  # report half: also at 256 trials
+LONG_TRIALS = 256
+# the model benchmark's networks (name -> load_model spec and options); the heaviest task of each
+# kind goes into the report half
+BROAD_NETWORKS = {"resnet50": ("resnet50", {}), "mobilenet-v2": ("hf:mobilenet-v2", {}),
+                  "bert-2l": ("hf:bert-base-uncased", {"layers": 2, "seq_len": 128})}
+NETWORK_TASK_KINDS = ("conv", "dense", "depthwise", "softmax", "layer_norm")
+MAX_NETWORK_TASKS = 12
+
+
+def git_describe() -> str | None:
+    """The commit a measurement ran on (a resumed half may span commits)."""
+    out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                         cwd=Path(__file__).parent)
+    return out.stdout.strip() or None
+
+
+def broad_plan(half: str) -> list[dict[str, Any]]:
+    """The operator cases of one half of the broad suite (network tasks are added when run, as
+    they need task extraction). Selection: shape 1 of every te_workload family, 64 trials, seeds
+    0 and 1. Report: shape 2 of every family, five families at batch 16, 64 trials, seed 0; four
+    shapes at 256 trials."""
+    from hiertune.workloads.operators import OPERATOR_FAMILIES, UNBATCHED_FAMILIES
+
+    if half == BROAD_SELECT:
+        return [{"key": f"{f}:1", "workload": f"{f}:1", "family": f, "kind": "operator", "trials": 64, "seeds": [0, 1]}
+                for f in OPERATOR_FAMILIES]
+    cases = [{"key": f"{f}:2", "workload": f"{f}:2", "family": f, "kind": "operator", "trials": 64, "seeds": [0]}
+             for f in OPERATOR_FAMILIES]
+    cases += [{"key": f"{f}:2:b16", "workload": f"{f}:2:b16", "family": f, "kind": "operator", "trials": 64, "seeds": [0]}
+              for f in BATCH16_FAMILIES if f not in UNBATCHED_FAMILIES]
+    cases += [{"key": f"{w}@{LONG_TRIALS}", "workload": w, "family": w.split(":")[0].split("-")[0], "kind": "long",
+               "trials": LONG_TRIALS, "seeds": [0]} for w in LONG_CASES]
+    return cases
+
+
+def task_kind(task: Any) -> str | None:
+    """conv / dense / depthwise / softmax / layer_norm for a network task (None: other ops).
+
+    Depthwise is told from conv by the weight: one input channel per group (NCHW weight
+    [C, 1, kh, kw])."""
+    name = task.name.lower()
+    if "softmax" in name:
+        return "softmax"
+    if "layer_norm" in name or "layernorm" in name:
+        return "layer_norm"
+    if "matmul" in name or "dense" in name:
+        return "dense"
+    if "conv2d" in name:
+        func = task.mod["main"]
+        shapes = [[int(d) for d in func.buffer_map[p].shape] for p in func.params if p in func.buffer_map]
+        weights = [sh for sh in shapes[1:] if len(sh) == 4]
+        return "depthwise" if weights and weights[0][1] == 1 else "conv"
+    return None
+
+
+def heaviest_tasks(network: str, tasks: list[Any], limit: int) -> list[dict[str, Any]]:
+    """The heaviest task (FLOPs x weight) of each kind in one network, as broad-suite cases."""
+    best: dict[str, Any] = {}
+    for task in tasks:
+        kind = task_kind(task)
+        if kind and (kind not in best or task.flops * task.weight > best[kind].flops * best[kind].weight):
+            best[kind] = task
+    return [{"key": f"{network}/{best[k].name}", "workload": network, "task": best[k].name, "family": k,
+             "kind": "network_task", "trials": 64, "seeds": [0]} for k in NETWORK_TASK_KINDS if k in best][:limit]
+
+
+def bootstrap_ci90(values: list[float], resamples: int = 2000, seed: int = 0) -> list[float] | None:
+    """The 5th and 95th percentiles of the geomean over cases resampled with replacement (a
+    percentile bootstrap: how sure a geomean over this many cases is). None for no values."""
+    import numpy as np
+
+    logs = np.log([v for v in values if v is not None and v > 0 and math.isfinite(v)])
+    if not len(logs):
+        return None
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, len(logs), size=(resamples, len(logs)))].mean(axis=1)
+    return [float(math.exp(np.percentile(means, 5))), float(math.exp(np.percentile(means, 95)))]
+
+
+def seconds_to_reach(curve: list[float | None], elapsed: list[float], goal: float | None) -> float | None:
+    """Wall seconds from the tuner's start to the first trial at or below `goal` (None: never)."""
+    reach = trials_to_reach(curve, goal)
+    return elapsed[reach - 1] if reach is not None and reach <= len(elapsed) else None
+
+
+def run_ratios(pair: dict[str, Any]) -> dict[str, Any]:
+    """pair_ratios plus time to quality: HARL's wall seconds to MetaSchedule's final best over
+    MetaSchedule's own (None when HARL never got there)."""
+    out = pair_ratios(pair)
+    harl, ms = pair[HARL], pair[MS]
+    h = seconds_to_reach(harl["curve_ms"], harl.get("elapsed_s", []), ms["best_ms"])
+    m = seconds_to_reach(ms["curve_ms"], ms.get("elapsed_s", []), ms["best_ms"])
+    out["harl_s_to_ms_best"], out["ms_s_to_ms_best"] = h, m
+    out["time_to_quality_ratio"] = h / m if h is not None and m else None
+    return out
+
+
+def case_stats(case: dict[str, Any]) -> dict[str, Any]:
+    """One case over its finished seeds: geomean ratios and the spread from seed to seed."""
+    runs = case["runs"]
+    lat = [r["ratios"]["latency_ratio"] for r in runs]
+    finite = [v for v in lat if v is not None]
+    ms_best = [r[MS]["best_ms"] for r in runs if r[MS]["best_ms"]]
+    harl_best = [r[HARL]["best_ms"] for r in runs if r[HARL]["best_ms"]]
+    return {
+        "seeds_done": [r["seed"] for r in runs],
+        "latency_ratio": geomean(lat),
+        "trials_ratio": geomean([r["ratios"]["trials_ratio"] for r in runs]),
+        "reached_fraction": sum(r["ratios"]["reached"] for r in runs) / len(runs),
+        "time_to_quality_ratio": geomean([r["ratios"]["time_to_quality_ratio"] for r in runs]),
+        "spread": {"latency_ratio_min": min(finite, default=None), "latency_ratio_max": max(finite, default=None),
+                   "ms_best_max_over_min": max(ms_best) / min(ms_best) if ms_best else None,
+                   "harl_best_max_over_min": max(harl_best) / min(harl_best) if harl_best else None},
+    }
+
+
+def half_summary(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The broad suite's headline numbers over the finished cases of one half."""
+    done = {k: c for k, c in cases.items() if c["runs"]}
+    stats = {k: case_stats(c) for k, c in done.items()}
+    short = [k for k, c in done.items() if c["trials"] <= 64]
+    long = [k for k, c in done.items() if c["trials"] > 64]
+    out: dict[str, Any] = {}
+    for suffix, keys in (("", short), ("_256", long)):
+        values = [stats[k]["latency_ratio"] for k in keys]
+        out[f"geomean_latency_ratio{suffix}"] = geomean(values)
+        out[f"geomean_latency_ratio{suffix}_ci90"] = bootstrap_ci90(values)
+    ratios = [(k, stats[k]["latency_ratio"]) for k in done if stats[k]["latency_ratio"] is not None]
+    out["worst_latency_ratio"] = max(ratios, key=lambda kv: kv[1], default=None)
+    families: dict[str, list[float]] = {}
+    for k in short:
+        if done[k]["kind"] == "operator":
+            families.setdefault(done[k]["family"], []).append(stats[k]["latency_ratio"])
+    out["family_latency_ratio"] = {f: geomean(v) for f, v in families.items()}
+    out["families_lost"] = sorted(f for f, v in out["family_latency_ratio"].items() if v is not None and v > 1.0)
+    out["network_tasks_lost"] = sorted(k for k in short if done[k]["kind"] == "network_task"
+                                       and (stats[k]["latency_ratio"] or 0) > 1.0)
+    trials_ratios = [stats[k]["trials_ratio"] for k in done]
+    out["geomean_trials_ratio"] = geomean(trials_ratios)
+    out["geomean_trials_ratio_ci90"] = bootstrap_ci90(trials_ratios)
+    runs = [r for c in done.values() for r in c["runs"]]
+    out["reached_fraction"] = sum(r["ratios"]["reached"] for r in runs) / len(runs) if runs else None
+    out["unreached"] = sorted({k for k, c in done.items() for r in c["runs"] if not r["ratios"]["reached"]})
+    ttq = [stats[k]["time_to_quality_ratio"] for k in done]
+    out["time_to_quality_ratio"] = geomean(ttq)  # over the cases where HARL reached MS's best
+    out["time_to_quality_ratio_ci90"] = bootstrap_ci90(ttq)
+    out["cases_done"] = sum(len(c["runs"]) >= len(c["seeds"]) for c in cases.values())
+    out["cases_planned"] = len(cases)
+    out["pairs_done"] = len(runs)
+    out["pairs_planned"] = sum(len(c["seeds"]) for c in cases.values())
+    out["case_stats"] = stats
+    return out
+
+
+def summarise_broad(summary: dict[str, Any]) -> None:
+    """Top-level keys over the report half (as the targets read them); the selection half's
+    under `selection`. A partial file says how much is in it (cases_done / cases_planned)."""
+    halves = {h: {k: c for k, c in summary["cases"].items() if c["half"] == h} for h in (BROAD_SELECT, BROAD_REPORT)}
+    summary["selection"] = half_summary(halves[BROAD_SELECT])
+    summary.update(half_summary(halves[BROAD_REPORT]))
+
+
+def run_broad(args: argparse.Namespace) -> dict[str, Any]:
+    """One half of the broad suite, resumable pair by pair (a stopped run continues from the JSON)."""
+    import shutil
+
+    from hiertune.platform.ray_runtime import RayConfig, init_ray
+    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.workloads import Workload, get_workload
+    from hiertune.workloads.tvm_support import make_target
+
+    out_path = Path(args.out)
+    summary: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {}
+    command = "python " + " ".join([sys.argv[0], *sys.argv[1:]])
+    summary.setdefault("commands", []).append(command)
+    summary.setdefault("cases", {})
+    summary.setdefault("setup", {}).update({
+        "runner_cores": args.runner_cores, "host_cores": os.cpu_count(), "elite_starts": args.elite_starts,
+        "measure": "one Ray runner actor shared by both tuners; tuner order alternates per case and seed",
+        "ci90": "percentile bootstrap over cases (2000 resamples) of the geomean",
+    })
+    summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
+    target = make_target("llvm", num_cores=args.runner_cores)
+    code = git_describe()
+    plan = broad_plan(args.suite)
+    networks: dict[str, Any] = {}
+    if args.suite == BROAD_REPORT and not args.only:
+        unavailable = summary.setdefault("networks_unavailable", {})
+        from hiertune.workloads.models import load_model, model_workload
+
+        for net, (spec, options) in BROAD_NETWORKS.items():
+            try:
+                networks[net] = model_workload(load_model(spec, **options), target).tasks
+            except Exception as err:  # noqa: BLE001 - a network this checkout cannot build is reported, not fatal
+                unavailable[net] = str(err).splitlines()[0][:200]
+                continue
+            room = MAX_NETWORK_TASKS - sum(c["kind"] == "network_task" for c in plan)
+            plan += heaviest_tasks(net, networks[net], max(room, 0))
+    if args.only:
+        plan = [c for c in plan if c["key"] in args.only]
+    for case in plan:
+        entry = summary["cases"].setdefault(case["key"], {**case, "half": args.suite, "runs": []})
+        entry["seeds"] = case["seeds"]
+    work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_broad_"))
+    runner = None
+    log = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)  # noqa: E731
+    try:
+        for i, case in enumerate(plan):
+            entry = summary["cases"][case["key"]]
+            seeds = [s for s in case["seeds"] if not args.seeds_override or s in args.seeds_override]
+            for seed in seeds:
+                if seed in {r["seed"] for r in entry["runs"]}:
+                    continue
+                if case["kind"] == "network_task":
+                    task = next(t for t in networks[case["workload"]] if t.name == case["task"])
+                    workload = Workload(name=task.name, tasks=[task])
+                else:
+                    workload = get_workload(case["workload"], target)
+                work = work_root / case["key"].replace(":", "_").replace("/", "_").replace("@", "_")
+                shutil.rmtree(work, ignore_errors=True)  # a pair cut short restarts: its times must be whole
+                work.mkdir(parents=True)
+                if runner is None:
+                    init_ray(RayConfig())
+                    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
+                                                        work_dir=str(work_root / "tmp")))
+                log(f"{case['key']} seed {seed}: {case['trials']} trials each")
+                pair = run_pair(workload, case["trials"], seed, runner, work, args.elite_starts, target,
+                                harl_first=(i + seed) % 2 == 0)
+                pair["seed"] = seed
+                pair["code"] = code  # the commit the pair ran on (a resumed half may span commits)
+                pair["ratios"] = run_ratios(pair)
+                entry["runs"].append(pair)
+                log(f"{case['key']} seed {seed}: HARL {_fmt(pair[HARL]['best_ms'], '.4f')} ms, "
+                    f"MS {_fmt(pair[MS]['best_ms'], '.4f')} ms, ratio {_fmt(pair['ratios']['latency_ratio'])}")
+                summarise_broad(summary)
+                _save(summary, out_path)
+                plot_broad(summary, out_path.with_suffix(".png"))
+    finally:
+        if runner is not None:
+            runner.close()
+    summarise_broad(summary)
+    _save(summary, out_path)
+    return summary
+
+
+def parse_space_options(items: list[str]) -> dict[str, Any]:
+    """`--space-option largest_prime_moves=1` -> {"largest_prime_moves": True} (typed by the field)."""
+    from dataclasses import fields
+
+    from hiertune.envs.schedule_space import SpaceConfig
+
+    types = {f.name: f.type for f in fields(SpaceConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in types:
+            raise SystemExit(f"--space-option {item!r}: SpaceConfig has {', '.join(types)}")
+        kind = types[name] if isinstance(types[name], str) else types[name].__name__
+        out[name] = value.lower() in ("1", "true", "yes") if kind == "bool" else int(value) if kind == "int" else value
+    return out
+
+
+def run_ab(args: argparse.Namespace) -> dict[str, Any]:
+    """A schedule-space option (HarlConfig's `space` section) against the defaults on broad-suite
+    cases: two HARL arms back to back per case and seed (same runner, order alternating), ratios
+    option / defaults, and each arm against the MetaSchedule best of the same case and seed in
+    the broad JSON."""
+    from hiertune.platform.ray_runtime import RayConfig, init_ray
+    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.workloads import get_workload
+    from hiertune.workloads.tvm_support import make_target
+
+    options = parse_space_options(args.space_option)
+    tag = ",".join(f"{k}={v}" for k, v in options.items())
+    out_path = Path(args.out)
+    summary: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {}
+    summary.setdefault("commands", []).append("python " + " ".join([sys.argv[0], *sys.argv[1:]]))
+    arms = summary.setdefault("ab", {}).setdefault(tag, {})
+    broad = json.loads(Path(args.baseline).read_text()).get("cases", {}) if Path(args.baseline).exists() else {}
+    target = make_target("llvm", num_cores=args.runner_cores)
+    plan = [c for c in broad_plan(args.suite) if not args.only or c["key"] in args.only]
+    work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
+    runner = None
+    try:
+        for i, case in enumerate(plan):
+            for seed in args.seeds_override or case["seeds"][:1]:
+                key = f"{case['key']}@{seed}"
+                if key in arms:
+                    continue
+                if runner is None:
+                    init_ray(RayConfig())
+                    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
+                                                        work_dir=str(work_root / "tmp")))
+                workload = get_workload(case["workload"], target)
+                work = work_root / key.replace(":", "_").replace("@", "_")
+                import shutil
+
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir(parents=True)
+                order = [("defaults", {}), ("option", options)]
+                if (i + seed) % 2:
+                    order.reverse()
+                runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,
+                                         {"episode.elite_fraction": args.elite_starts,
+                                          **{f"space.{k}": v for k, v in opts.items()}}, label=f"harl_{label}")
+                        for label, opts in order}
+                ms = next((r[MS]["best_ms"] for r in broad.get(case["key"], {}).get("runs", []) if r["seed"] == seed), None)
+                arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(),
+                             "option_over_defaults": runs["option"]["best_ms"] / runs["defaults"]["best_ms"],
+                             "over_ms": {label: runs[label]["best_ms"] / ms if ms else None for label in runs}}
+                print(f"[{time.strftime('%H:%M:%S')}] {tag} {key}: defaults {runs['defaults']['best_ms']:.4f} ms, "
+                      f"option {runs['option']['best_ms']:.4f} ms, ratio {arms[key]['option_over_defaults']:.3f}", flush=True)
+                summary.setdefault("geomean_option_over_defaults", {})[tag] = geomean(
+                    [a["option_over_defaults"] for a in arms.values()])
+                _save(summary, out_path)
+    finally:
+        if runner is not None:
+            runner.close()
+    return summary
+
+
+def broad_table(summary: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="HARL / MetaSchedule, broad suite (latency ratio < 1: HARL faster)")
+    for col in ("half", "case", "seeds", "latency ratio", "min..max over seeds", "MS best max/min",
+                "trials ratio", "reached", "time-to-quality"):
+        table.add_column(col, justify="right")
+    report = {k: c for k, c in summary["cases"].items() if c["half"] == BROAD_REPORT}
+    for half, cases in ((BROAD_SELECT, summary["selection"]["case_stats"]), (BROAD_REPORT, half_summary(report)["case_stats"])):
+        for key, st in cases.items():
+            sp = st["spread"]
+            table.add_row(half, key, ",".join(map(str, st["seeds_done"])), _fmt(st["latency_ratio"]),
+                          f"{_fmt(sp['latency_ratio_min'])}..{_fmt(sp['latency_ratio_max'])}",
+                          _fmt(sp["ms_best_max_over_min"], ".2f"), _fmt(st["trials_ratio"], ".2f"),
+                          _fmt(st["reached_fraction"], ".2f"), _fmt(st["time_to_quality_ratio"], ".2f"))
+    return table
+
+
+def broad_markdown(summary: dict[str, Any]) -> str:
+    """bench/README.md's broad-suite table: one row per finished case, then each half's headline."""
+    lines = ["| half | case | seeds | latency H/MS (min..max) | MS best max/min over seeds | trials ratio | reached | time to quality |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    report = half_summary({k: c for k, c in summary["cases"].items() if c["half"] == BROAD_REPORT})
+    heads = []
+    for half, s in ((BROAD_SELECT, summary["selection"]), (BROAD_REPORT, report)):
+        for key, st in s["case_stats"].items():
+            sp = st["spread"]
+            lines.append(f"| {half} | {key} | {','.join(map(str, st['seeds_done']))} | {_fmt(st['latency_ratio'])} "
+                         f"({_fmt(sp['latency_ratio_min'])}..{_fmt(sp['latency_ratio_max'])}) | "
+                         f"{_fmt(sp['ms_best_max_over_min'], '.2f')} | {_fmt(st['trials_ratio'], '.2f')} | "
+                         f"{_fmt(st['reached_fraction'], '.2f')} | {_fmt(st['time_to_quality_ratio'], '.2f')} |")
+        if s["case_stats"]:
+            ci = s.get("geomean_latency_ratio_ci90") or [None, None]
+            heads.append(f"- {half}: {s['pairs_done']}/{s['pairs_planned']} pairs, {s['cases_done']}/{s['cases_planned']} "
+                         f"cases done; geomean latency H/MS **{_fmt(s['geomean_latency_ratio'])}** (90% CI "
+                         f"{_fmt(ci[0])}-{_fmt(ci[1])}), worst {s['worst_latency_ratio'][0]} {_fmt(s['worst_latency_ratio'][1])}, "
+                         f"families lost {', '.join(s['families_lost']) or 'none'}, trials ratio "
+                         f"{_fmt(s['geomean_trials_ratio'], '.2f')}, reached {_fmt(s['reached_fraction'], '.2f')}, "
+                         f"time to quality {_fmt(s['time_to_quality_ratio'], '.2f')}")
+    return "\n".join(lines + [""] + heads + ["", "Made by " + ", then ".join(f"`{c}`" for c in summary.get("commands", [])) + "."])
+
+
+def plot_broad(summary: dict[str, Any], path: Path) -> None:
+    """Per case: HARL/MetaSchedule latency ratio (geomean over seeds, bars from min to max over
+    seeds), one panel per half, the geomean and its 90% interval as a band."""
+    from hiertune.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    halves = [(BROAD_SELECT, summary["selection"]),
+              (BROAD_REPORT, half_summary({k: c for k, c in summary["cases"].items() if c["half"] == BROAD_REPORT}))]
+    halves = [(h, s) for h, s in halves if s["case_stats"]]
+    if not halves:
+        return
+    fig, axes = plt.subplots(len(halves), 1, figsize=(12, 3.6 * len(halves)), squeeze=False)
+    for ax, (half, s) in zip(axes[:, 0], halves):
+        stats = s["case_stats"]
+        keys = list(stats)
+        mid = [stats[k]["latency_ratio"] or float("nan") for k in keys]
+        lo = [m - (stats[k]["spread"]["latency_ratio_min"] or m) for k, m in zip(keys, mid)]
+        hi = [(stats[k]["spread"]["latency_ratio_max"] or m) - m for k, m in zip(keys, mid)]
+        colours = ["tab:green" if m <= 1.0 else "tab:red" for m in mid]
+        ax.bar(range(len(keys)), mid, color=colours, yerr=[lo, hi], capsize=3)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        g, ci = s.get("geomean_latency_ratio"), s.get("geomean_latency_ratio_ci90")
+        if g:
+            ax.axhline(g, color="tab:blue", linestyle="--", label=f"geomean {g:.3f}"
+                       + (f" (90% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
+            if ci:
+                ax.axhspan(ci[0], ci[1], color="tab:blue", alpha=0.12)
+            ax.legend(fontsize=8)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=7)
+        ax.set_ylabel("HARL / MS best latency")
+        ax.set_title(f"{half}: {s['pairs_done']}/{s['pairs_planned']} pairs done", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("HARL vs MetaSchedule at equal measured trials, broad suite")
+    save_figure(fig, path, dpi=110)
 
 
 # ---------------------------------------------------------------------- tables and plots
@@ -688,7 +1119,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--elite-starts", type=float, default=0.5, help="HARL's share of tracks starting from measured bests")
     parser.add_argument("--runner-cores", type=int, default=1, help="cores the runner actor holds (TVM_NUM_THREADS)")
-    parser.add_argument("--suite", choices=sorted(SUITES), help="run the whole suite instead of one workload")
+    parser.add_argument("--suite", choices=sorted(SUITES) + [BROAD_SELECT, BROAD_REPORT],
+                        help="run a whole suite instead of one workload (broad-*: the two halves of the broad suite)")
     parser.add_argument("--suite-trials", dest="trials_override", type=int, help="suite: override the per-operator budget")
     parser.add_argument("--suite-seeds", dest="seeds_override", type=int, nargs="+", help="suite: override the seeds")
     parser.add_argument("--only", nargs="+", help="suite: only these operators")
@@ -702,6 +1134,10 @@ def main() -> None:
     parser.add_argument("--redo-ablations", action="store_true", help="suite: drop the ablations in --out and run them again")
     parser.add_argument("--redo-remeasure", action="store_true",
                         help="suite: drop the side-by-side re-timing in --out and run it again")
+    parser.add_argument("--space-option", nargs="+", default=[], metavar="FIELD=VALUE",
+                        help="broad suite: A/B of a SpaceConfig option against the defaults, HARL only "
+                             "(MetaSchedule's best from --baseline)")
+    parser.add_argument("--baseline", default=str(BROAD_JSON), help="broad A/B: the broad JSON with the MS bests")
     parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
     args = parser.parse_args()
@@ -709,6 +1145,24 @@ def main() -> None:
         run_single(args)
         return
     from rich.console import Console
+
+    if args.suite in (BROAD_SELECT, BROAD_REPORT) and args.space_option:
+        if args.out == str(SUITE_JSON):
+            args.out = str(BROAD_JSON.with_name(BROAD_JSON.stem + "_ab.json"))
+        summary = run_ab(args)
+        Console().print(summary.get("geomean_option_over_defaults"))
+        return
+    if args.suite in (BROAD_SELECT, BROAD_REPORT):
+        if args.out == str(SUITE_JSON):
+            args.out = str(BROAD_JSON)
+        summary = json.loads(Path(args.out).read_text()) if args.replot else run_broad(args)
+        summarise_broad(summary)
+        _save(summary, Path(args.out))
+        plot_broad(summary, Path(args.out).with_suffix(".png"))
+        Console(width=max(Console().width, 160)).print(broad_table(summary))
+        if args.markdown:
+            print(broad_markdown(summary))
+        return
 
     summary = json.loads(Path(args.out).read_text()) if args.replot else run_suite(args)
     if args.replot:

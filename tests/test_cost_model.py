@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hiertune.workloads.tvm_support import make_target, prepare_tvm
-from hiertune.policies.cost_model import CostModel, neutral_score, relative_improvement, top_k_unmeasured
+from hiertune.policies.cost_model import CostModel, neutral_score
 
 prepare_tvm()
 
@@ -95,20 +95,3 @@ def test_predict_batch_of_64_and_failed_measurements(measured):
     # a failed schedule is scored below the measured best
     assert scores[0] < scores[int(np.argmin(lat[2:30])) + 2]
 
-
-def test_reward_and_top_k(measured):
-    _, states, lat = measured
-    assert relative_improvement(0.5, 0.75) == pytest.approx(0.5)
-    assert relative_improvement(0.0, 0.1) > 0  # guarded division
-    model = CostModel()
-    model.update(states[:40], list(lat[:40]))
-    scores = model.predict(states)
-    r = model.reward(states[0], states[1])
-    assert r == pytest.approx((scores[1] - scores[0]) / abs(scores[0]))
-    measured_keys = {s.key for s in states[:40]}
-    top = top_k_unmeasured(states + states[45:50], 8, measured_keys, model=model)
-    assert len(top) == 8 and len({s.key for s in top}) == 8
-    assert not {s.key for s in top} & measured_keys
-    order = sorted(range(40, 60), key=lambda i: -scores[i])
-    assert [s.key for s in top] == [states[i].key for i in order[:8]]
-    assert top_k_unmeasured(states[:40], 5, measured_keys, scores=scores[:40]) == []

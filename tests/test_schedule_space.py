@@ -83,6 +83,12 @@ def test_action_layout_roundtrip():
     assert ea.move_tile_factor((4, 1, 3, 2), 2, 1, whole=True) is None
     assert ea.move_tile_factor((1, 4, 1, 16), 1, 3, max_innermost=32, whole=True) is None
     assert ea.decode(ea.encode(ea.Edit("tile", inst=3, src=1, dst=0, whole=True))).whole
+    # largest-prime moves: the 7 out of 56 in one edit; a level with one distinct prime has none
+    assert ea.largest_prime_factor(56) == 7 and ea.largest_prime_factor(64) == 2 and ea.largest_prime_factor(13) == 13
+    assert ea.move_tile_factor((1, 56), 1, 0, largest=True) == (7, 8)
+    assert ea.move_tile_factor((1, 32), 1, 0, largest=True) is None
+    assert ea.move_tile_factor((1, 7), 1, 0, largest=True) is None
+    assert ea.decode(ea.encode(ea.Edit("tile", inst=2, src=0, dst=3, largest=True))).largest
 
 
 def test_random_fills_are_valid_and_deterministic(gmm, target):
@@ -192,7 +198,7 @@ def test_whole_moves_can_be_switched_off(gmm, target):
 def test_invalid_edits_are_masked_no_ops(gmm):
     state = gmm.random_state(2, np.random.default_rng(8))
     mask = gmm.action_mask(state)
-    assert mask.shape == (ea.ACTION_DIM,) and mask[ea.NOOP]
+    assert mask.shape == (gmm.action_dim,) == (ea.BASE_ACTION_DIM,) and mask[ea.NOOP]  # no opt-in block
     # padding beyond this task's instructions, and compute-at (GMM has none), are masked
     assert not mask[ea.encode(ea.Edit("tile", inst=ea.MAX_TILE_INSTS - 1, src=0, dst=1))]
     assert not mask[ea.COMPUTE_AT_OFFSET: ea.PARALLEL_OFFSET].any()
@@ -283,3 +289,39 @@ def test_compute_location_candidates_match_metaschedule(c1d):
             sch = c1d._apply(sk, d, 1)
             legal.add(c1d._read_decisions(sch)[slot])  # replay rounds down to a legal location
         assert set(state.loc_candidates[0]) == legal
+
+
+def test_largest_prime_moves_are_opt_in_and_move_the_largest_prime(target):
+    from tvm.s_tir.meta_schedule.testing.te_workload import create_te_workload
+
+    from hiertune.envs.schedule_space import ScheduleSpace, SpaceConfig
+
+    mod = create_te_workload("C2D", 1)  # 56x56 image: levels like 56 = 2^3 * 7, 28, 14
+    plain = ScheduleSpace(mod, target)
+    space = ScheduleSpace(mod, target, config=SpaceConfig(largest_prime_moves=True))
+    state = space.random_state(0, np.random.default_rng(2))
+    assert space.action_dim == ea.ACTION_DIM and plain.action_dim == ea.BASE_ACTION_DIM
+    largest = [a for a in np.flatnonzero(space.action_mask(state)) if ea.decode(a).largest]
+    assert largest, "a 56x56 conv has a level with two distinct primes"
+    assert not any(ea.decode(a).largest for a in np.flatnonzero(plain.action_mask(state)))
+    for a in largest[:4]:
+        edit = ea.decode(a)
+        before = tiles(space, state)[edit.inst]
+        after = tiles(space, space.apply(state, a))[edit.inst]
+        p = ea.largest_prime_factor(before[edit.src])
+        assert p > ea.smallest_prime_factor(before[edit.src])
+        assert after[edit.src] * p == before[edit.src] and after[edit.dst] == before[edit.dst] * p
+
+
+def test_metaschedule_simplified_traces_map_back_to_states(gmm):
+    # MetaSchedule stores traces simplified: the design space's unbound getters (GetConsumers
+    # with no outputs) are gone. They still match their sketch and give back the same state.
+    for sketch in range(gmm.num_sketches):
+        state = gmm.random_state(sketch, np.random.default_rng(sketch))
+        full = state.trace.as_json()
+        simplified = state.trace.simplified(remove_postproc=False).as_json()
+        assert len(simplified[0]) <= len(full[0])
+        back = gmm.state_from_trace_json(simplified)
+        assert back is not None and back.key == state.key
+    dropped = [i for i in gmm.sketches[0].insts if i.kind.name == "GetConsumers" and not i.outputs]
+    assert dropped, "the GEMM sketch has an unbound GetConsumers that simplification drops"

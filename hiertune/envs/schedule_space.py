@@ -9,8 +9,9 @@ decisions, replayed on a fresh schedule, then the context's postprocs. Replay si
 invalid decisions, so decisions are always read back from the replayed trace.
 
 Edits (layout and decoding in `edit_actions`):
-* tile-size: move the smallest prime factor of one tile level to another level of the same loop;
-  the product stays the loop extent; the innermost level respects `max_innermost_factor`.
+* tile-size: move the smallest prime factor of one tile level to another level of the same loop
+  (optionally also its whole factor, or its largest prime: `SpaceConfig`); the product stays the
+  loop extent; the innermost level respects `max_innermost_factor`.
 * compute-at: step to the previous / next legal location of a SampleComputeLocation. MetaSchedule
   keeps the legal list in C++ (CollectComputeLocation); `tir_loops.compute_location_candidates`
   rebuilds it from the replayed program (unit loops, data-parallel loops after a reduction loop
@@ -55,7 +56,6 @@ SAMPLE_CATEGORICAL = "SampleCategorical"
 SAMPLE_LOCATION = "SampleComputeLocation"
 PARALLEL_ANN = "meta_schedule.parallel"
 
-ACTION_DIM = ea.ACTION_DIM
 # Observation layout (all entries roughly in [0, 1]):
 #   tile levels   MAX_TILE_INSTS x MAX_TILE_LEVELS  log2(factor) / log2(loop extent)
 #   loop extents  MAX_TILE_INSTS                    log2(extent) / 16        (task shape)
@@ -79,6 +79,8 @@ class SpaceConfig:
     num_threads: int = 1  # TuneContext threads (feature extraction)
     whole_tile_moves: bool = True  # tile edits may also move a level's whole factor (False: one
     #   prime at a time, the paper's edit; the whole-move actions are then masked)
+    largest_prime_moves: bool = False  # tile edits may also move a level's largest prime factor
+    #   (a 7 out of 56 in one edit; False: the smallest prime only, the paper's edit)
 
 
 def _py(value: Any) -> Any:
@@ -94,14 +96,21 @@ def _tvm_decision(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _live_positions(json_insts: Sequence[Any]) -> list[int]:
+    """Positions of the instructions that matter for matching a trace to a sketch: all but
+    getters whose result is never bound (a design space's `GetConsumers` with no outputs, which
+    MetaSchedule drops when it simplifies a trace before storing it)."""
+    return [i for i, inst in enumerate(json_insts) if not (inst[0].startswith("Get") and not inst[3])]
+
+
 def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
-    """Instructions of a trace JSON with the tunable parallel value blanked, one string each.
+    """Live instructions of a trace JSON with the tunable parallel value blanked, one string each.
 
     Sketches of one task can differ only in an instruction's inputs (e.g. the loop a cache-write
     block is computed at), so kinds alone do not tell them apart.
     """
     out = []
-    for inst in json_insts:
+    for inst in (json_insts[i] for i in _live_positions(json_insts)):
         kind, inputs, attrs = inst[0], list(inst[1]), inst[2]
         if kind == "Annotate" and attrs and attrs[0] == PARALLEL_ANN:
             inputs = inputs[:1]
@@ -126,7 +135,6 @@ class Sketch:
 
     index: int
     insts: list[Any]  # the design-space trace's instructions (no postproc)
-    sample_kinds: tuple[str, ...]  # kind of every sampling instruction, trace order
     tile_slots: list[int]  # positions (into the decision tuple) of SamplePerfectTile
     tile_max_innermost: list[int]
     cat_slots: list[int]
@@ -136,7 +144,6 @@ class Sketch:
     anchor: str | None  # block whose outer loops the parallel edit counts
     parallel_default: int | None  # the sketch's meta_schedule.parallel value (None: no annotation)
     shape: tuple[str, ...]  # every instruction as JSON minus tunable values: matches records to sketches
-    default_decisions: tuple[Any, ...]
 
 
 @dataclass(eq=False)
@@ -179,7 +186,6 @@ class ScheduleSpace:
     """Sketches of one task and the HARL edits between schedule states."""
 
     obs_dim = OBS_DIM
-    action_dim = ACTION_DIM
 
     def __init__(self, mod: Any, target: Any, *, seed: int = 0, config: SpaceConfig | None = None) -> None:
         from hiertune.workloads.tvm_support import prepare_tvm
@@ -189,6 +195,9 @@ class ScheduleSpace:
         from tvm.s_tir import meta_schedule as ms
 
         self.config = replace(config or SpaceConfig(), seed=seed)  # one seed, the one given here
+        # the opt-in largest-prime block is the layout's last: without it the action space (and
+        # so the policy network) is exactly what it was before the block existed
+        self.action_dim = ea.ACTION_DIM if self.config.largest_prime_moves else ea.BASE_ACTION_DIM
         if isinstance(mod, tvm.tirx.PrimFunc):
             mod = tvm.IRModule({"main": mod})
         if not isinstance(mod, tvm.IRModule) or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
@@ -224,7 +233,8 @@ class ScheduleSpace:
     def _read_sketch(self, index: int, space: Any) -> Sketch:
         trace = space.trace
         insts = list(trace.insts)
-        kinds, tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots, defaults = [], [], [], [], [], [], []
+        tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots = [], [], [], [], []
+        slot = -1  # position of the sampling instruction in the decision tuple
         loc_blocks: list[str] = []
         block_names: dict[int, str] = {}
         loop_block: dict[int, str] = {}
@@ -241,9 +251,7 @@ class ScheduleSpace:
                 parallel_default = int(_py(inst.inputs[1]))
             if not kind.startswith("Sample"):
                 continue
-            slot = len(kinds)
-            kinds.append(kind)
-            defaults.append(_py(trace.get_decision(inst)))
+            slot += 1
             if kind == SAMPLE_TILE:
                 tile_slots.append(slot)
                 tile_inner.append(int(_py(inst.attrs[1])))
@@ -261,11 +269,11 @@ class ScheduleSpace:
             depth = {n: len(tir_loops.loops_above(func, n) or []) for n in names}
             anchor = max(names, key=lambda n: depth[n]) if names else None
         return Sketch(
-            index=index, insts=insts, sample_kinds=tuple(kinds), tile_slots=tile_slots,
+            index=index, insts=insts, tile_slots=tile_slots,
             tile_max_innermost=tile_inner, cat_slots=cat_slots, cat_sizes=cat_sizes, loc_slots=loc_slots,
             loc_blocks=loc_blocks,
             anchor=anchor, parallel_default=parallel_default,
-            shape=_instruction_shape(trace.as_json()[0]), default_decisions=tuple(defaults),
+            shape=_instruction_shape(trace.as_json()[0]),
         )
 
     def _consumers(self, block: str) -> list[str]:
@@ -353,12 +361,13 @@ class ScheduleSpace:
 
     # ------------------------------------------------------------------ edits
     def action_mask(self, state: ScheduleState) -> np.ndarray:
-        """Which of the ACTION_DIM actions are legal from `state` (no-op always is)."""
+        """Which of the `action_dim` actions are legal from `state` (no-op always is)."""
         sk = self.sketches[state.sketch]
-        mask = np.zeros(ACTION_DIM, dtype=bool)
+        mask = np.zeros(self.action_dim, dtype=bool)
         mask[ea.NOOP] = True
         d = state.decisions
-        whole_moves = (False, True) if self.config.whole_tile_moves else (False,)
+        moves = [(False, False)] + [(True, False)] * self.config.whole_tile_moves \
+            + [(False, True)] * self.config.largest_prime_moves  # (whole, largest)
         for i, slot in enumerate(sk.tile_slots[: ea.MAX_TILE_INSTS]):
             factors = d[slot]
             if len(factors) > ea.MAX_TILE_LEVELS:
@@ -367,9 +376,9 @@ class ScheduleSpace:
                 if factors[src] < 2:
                     continue
                 for dst in range(len(factors)):
-                    for whole in whole_moves:
-                        if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole):
-                            mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst, whole=whole))] = True
+                    for whole, largest in moves:
+                        if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole, largest):
+                            mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst, whole=whole, largest=largest))] = True
         for j, slot in enumerate(sk.loc_slots[: ea.MAX_COMPUTE_AT]):
             loc, cands = d[slot], state.loc_candidates[j]
             mask[ea.encode(ea.Edit("compute_at", inst=j, delta=-1))] = any(c < loc for c in cands)
@@ -410,7 +419,8 @@ class ScheduleSpace:
         par = state.parallel_extent
         if edit.kind == "tile":
             slot = sk.tile_slots[edit.inst]
-            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst], edit.whole)
+            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst], edit.whole,
+                                        edit.largest)
             if moved is None:
                 return None
             d[slot] = moved
@@ -496,7 +506,8 @@ class ScheduleSpace:
         for sk in self.sketches:
             if shape[: len(sk.shape)] != sk.shape:
                 continue
-            values = [_py(by_index[i]) for i, inst in enumerate(insts[: len(sk.shape)]) if inst[0].startswith("Sample")]
+            live = _live_positions(insts[:end])[: len(sk.shape)]  # the record's own positions of the sketch's instructions
+            values = [_py(by_index[i]) for i in live if insts[i][0].startswith("Sample")]
             # the last value given to the root's parallel annotation: our override, or the
             # sketch's own instruction as MetaSchedule's MutateParallel rewrites it
             par = None

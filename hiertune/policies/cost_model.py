@@ -11,7 +11,6 @@ same features, same objective, one place to change. What the wrapper adds:
 * features are cached per state, and prediction sums the booster's per-store outputs directly
   (XGBModel.predict re-extracts features and builds a DMatrix: ~6 ms per state here, against
   ~0.1 ms for a cached batch);
-* the reward r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) and the top-K choice of unmeasured states.
 
 Scores are predicted normalised throughput (best measured latency of the task / latency):
 higher is faster.
@@ -23,7 +22,7 @@ import logging
 import math
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,11 +46,6 @@ class CostModelConfig:
 def neutral_score(key: Hashable) -> float:
     """A deterministic pseudo-random score in [0, 1) for an untrained model."""
     return zlib.crc32(repr(key).encode()) / 2**32
-
-
-def relative_improvement(previous: float, current: float, eps: float = 1e-9) -> float:
-    """HARL's step reward r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) on predicted scores."""
-    return (float(current) - float(previous)) / max(abs(float(previous)), eps)
 
 
 class CostModel:
@@ -151,41 +145,3 @@ class CostModel:
             scores[keep] = np.bincount(ids, weights=pred, minlength=len(keep))
         return scores
 
-    def reward(self, previous: Any, current: Any) -> float:
-        """r = (C(s_t) - C(s_{t-1})) / C(s_{t-1}) for two states."""
-        prev, cur = self.predict([previous, current])
-        return relative_improvement(prev, cur)
-
-
-def top_k_unmeasured(
-    states: Iterable[Any],
-    k: int,
-    measured_keys: set[Hashable] | frozenset[Hashable],
-    scores: Sequence[float] | None = None,
-    *,
-    model: CostModel | None = None,
-    key: Callable[[Any], Hashable] = lambda s: s.key,
-) -> list[Any]:
-    """The k best-scored distinct states whose key is not in `measured_keys`.
-
-    Scores come from `scores` (aligned with `states`) or from `model.predict`; ties keep the
-    input order (visit order), so the choice is deterministic.
-    """
-    states = list(states)
-    if scores is None:
-        if model is None:
-            raise ValueError("top_k_unmeasured needs scores or a model")
-        scores = model.predict(states)
-    if len(scores) != len(states):
-        raise ValueError(f"top_k_unmeasured: {len(states)} states but {len(scores)} scores")
-    order = sorted(range(len(states)), key=lambda i: -float(scores[i]))
-    chosen, seen = [], set(measured_keys)
-    for i in order:
-        kk = key(states[i])
-        if kk in seen:
-            continue
-        seen.add(kk)
-        chosen.append(states[i])
-        if len(chosen) == k:
-            break
-    return chosen

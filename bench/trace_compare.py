@@ -1,0 +1,127 @@
+"""Why HARL loses a case: its best schedule against MetaSchedule's, decision by decision.
+
+Reads the two records files of one HARL/MetaSchedule pair (as `harl_vs_metaschedule.py` leaves
+them in its --work-dir) and prints, as JSON:
+* each tuner's best: sketch, every sampling decision, the parallel extent, latency;
+* which decisions differ, and how many HARL edits (prime tile moves, whole-level moves,
+  compute-at / unroll / parallel steps) separate the two: can the edit actions reach the winner;
+* the sketches each tuner measured (did the sketch bandit commit to another sketch);
+* the cost model's ranking: trained on HARL's first half of trials, its Spearman rank
+  correlation with the measured latencies of the second half, and where MetaSchedule's best
+  would rank among HARL's measured schedules.
+
+    python bench/trace_compare.py --workload DEP:1 --harl runs/broad_work/DEP_1/DEP_1_harl_0.jsonl \
+        --ms runs/broad_work/DEP_1/DEP_1_metaschedule_0.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+
+def tile_distance(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Prime-factor moves that turn tile split `a` into `b` (same product): half the sum over
+    levels of the primes one has and the other lacks."""
+    def primes(n: int) -> Counter:
+        out, p = Counter(), 2
+        while n > 1 and p * p <= n:
+            while n % p == 0:
+                out[p] += 1
+                n //= p
+            p += 1
+        if n > 1:
+            out[n] += 1
+        return out
+
+    diff = 0
+    for x, y in zip(a, b):
+        px, py = primes(x), primes(y)
+        diff += sum(((px - py) + (py - px)).values())
+    return diff // 2
+
+
+def describe(space: Any, state: Any) -> dict[str, Any]:
+    sk = space.sketches[state.sketch]
+    d = state.decisions
+    return {"sketch": state.sketch, "tiles": [list(d[s]) for s in sk.tile_slots],
+            "compute_at": [d[s] for s in sk.loc_slots], "unroll": [d[s] for s in sk.cat_slots],
+            "anchor_fused": state.anchor_fused, "parallel_counts": list(state.parallel_counts)}
+
+
+def compare(space: Any, harl: Any, ms: Any) -> dict[str, Any]:
+    """Per decision kind, how far HARL's best is from MetaSchedule's (same sketch only)."""
+    if harl.sketch != ms.sketch:
+        return {"same_sketch": False}
+    sk = space.sketches[harl.sketch]
+    tiles = [tile_distance(harl.decisions[s], ms.decisions[s]) for s in sk.tile_slots]
+    return {
+        "same_sketch": True,
+        "tile_prime_moves": tiles, "tile_prime_moves_total": sum(tiles),
+        "compute_at_steps": [abs(harl.decisions[s] - ms.decisions[s]) for s in sk.loc_slots],
+        "unroll_steps": [abs(harl.decisions[s] - ms.decisions[s]) for s in sk.cat_slots],
+        "parallel_steps": abs(harl.anchor_fused - ms.anchor_fused),
+    }
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", required=True)
+    parser.add_argument("--harl", required=True, help="HARL's records (.jsonl)")
+    parser.add_argument("--ms", required=True, help="MetaSchedule's records (.jsonl)")
+    args = parser.parse_args()
+
+    from hiertune.envs.schedule_space import ScheduleSpace
+    from hiertune.platform.records import RecordStore
+    from hiertune.policies.cost_model import CostModel
+    from hiertune.workloads import get_workload
+    from hiertune.workloads.tvm_support import make_target
+
+    target = make_target("llvm", num_cores=1)
+    task = get_workload(args.workload, target).tasks[0]
+    space = ScheduleSpace(task.mod, target, seed=0)
+    out: dict[str, Any] = {"workload": args.workload, "sketches": space.num_sketches}
+    states: dict[str, list[tuple[Any, float]]] = {}
+    for label, path in (("harl", args.harl), ("metaschedule", args.ms)):
+        rows = []
+        for r in RecordStore(path).trials(tuner=label):
+            state = space.state_from_record(r.record)
+            rows.append((state, r.mean_s))
+        states[label] = rows
+        ok = [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
+        best_state, best_s = min(ok, key=lambda p: p[1])
+        out[label] = {"best_ms": best_s * 1e3, "best": describe(space, best_state),
+                      "unreadable": sum(s is None for s, _ in rows),
+                      "sketch_trials": dict(Counter(s.sketch for s, _ in rows if s is not None)),
+                      "sketch_best_ms": {k: min(t for s, t in ok if s.sketch == k) * 1e3
+                                         for k in sorted({s.sketch for s, _ in ok})}}
+        out[label]["_state"] = best_state
+    out["distance"] = compare(space, out["harl"].pop("_state"), out["metaschedule"].pop("_state"))
+    # the cost model: fit on HARL's first half, rank the second half and MetaSchedule's best
+    ok = [(s, t) for s, t in states["harl"] if s is not None and math.isfinite(t)]
+    half = len(ok) // 2
+    model = CostModel()
+    model.update([s for s, _ in ok[:half]], [t for _, t in ok[:half]])
+    pred = model.predict([s for s, _ in ok[half:]])
+    out["cost_model_spearman_second_half"] = spearman(pred, -np.array([t for _, t in ok[half:]]))
+    model.update([s for s, _ in ok[half:]], [t for _, t in ok[half:]])
+    ms_ok = [(s, t) for s, t in states["metaschedule"] if s is not None and math.isfinite(t)]
+    ms_best = min(ms_ok, key=lambda p: p[1])[0]
+    scores = model.predict([s for s, _ in ok] + [ms_best])
+    out["ms_best_rank_among_harl_measured"] = int((scores[:-1] > scores[-1]).sum()) + 1
+    out["harl_measured"] = len(ok)
+    print("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in out.items()) + "\n}")
+
+
+if __name__ == "__main__":
+    main()

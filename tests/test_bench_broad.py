@@ -1,0 +1,81 @@
+"""The broad HARL vs MetaSchedule suite's arithmetic (bench/harl_vs_metaschedule.py) on fixed
+numbers: the bootstrap interval, time to quality, the per-half summary of a partial run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bench(load_bench):
+    return load_bench("harl_vs_metaschedule")
+
+
+def _pair(bench, seed, harl_curve, ms_curve, harl_s, ms_s):
+    pair = {"seed": seed,
+            bench.HARL: {"curve_ms": harl_curve, "best_ms": min(harl_curve), "trials": len(harl_curve),
+                         "elapsed_s": harl_s, "search_s_per_trial": 0.1},
+            bench.MS: {"curve_ms": ms_curve, "best_ms": min(ms_curve), "trials": len(ms_curve),
+                       "elapsed_s": ms_s, "search_s_per_trial": 0.2}}
+    pair["ratios"] = bench.run_ratios(pair)
+    return pair
+
+
+def test_bootstrap_ci90_brackets_the_geomean_and_narrows_with_agreement(bench):
+    values = [0.7, 0.8, 0.9, 1.0, 1.1, 1.3]
+    lo, hi = bench.bootstrap_ci90(values)
+    g = bench.geomean(values)
+    assert lo < g < hi and lo >= min(values) and hi <= max(values)
+    assert bench.bootstrap_ci90(values) == [lo, hi]  # fixed seed: repeatable
+    assert bench.bootstrap_ci90([0.9] * 6) == pytest.approx([0.9, 0.9])
+    wide = bench.bootstrap_ci90([0.5, 1.5, 0.5, 1.5])
+    assert wide[1] - wide[0] > hi - lo
+    assert bench.bootstrap_ci90([]) is None
+
+
+def test_time_to_quality_counts_wall_seconds_to_ms_final_best(bench):
+    # MS reaches its final best 2.0 at its 3rd trial (30 s); HARL gets to 2.0 at its 2nd (5 s)
+    pair = _pair(bench, 0, [3.0, 1.9, 1.8], [4.0, 3.0, 2.0], [2.0, 5.0, 8.0], [10.0, 20.0, 30.0])
+    r = pair["ratios"]
+    assert r["harl_s_to_ms_best"] == 5.0 and r["ms_s_to_ms_best"] == 30.0
+    assert r["time_to_quality_ratio"] == pytest.approx(5.0 / 30.0)
+    never = _pair(bench, 0, [3.0, 2.5, 2.1], [4.0, 3.0, 2.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    assert never["ratios"]["time_to_quality_ratio"] is None and not never["ratios"]["reached"]
+
+
+def test_half_summary_of_a_partial_run(bench):
+    win = _pair(bench, 0, [3.0, 1.0], [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])  # ratio 0.5
+    lose = _pair(bench, 1, [3.0, 2.5], [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])  # ratio 1.25
+    cases = {
+        "DEP:1": {"kind": "operator", "family": "DEP", "trials": 64, "seeds": [0, 1], "runs": [win, lose]},
+        "SFM:1": {"kind": "operator", "family": "SFM", "trials": 64, "seeds": [0, 1], "runs": [lose]},
+        "C2D:1": {"kind": "operator", "family": "C2D", "trials": 64, "seeds": [0, 1], "runs": []},
+        "GMM-L@256": {"kind": "long", "family": "GMM", "trials": 256, "seeds": [0], "runs": [win]},
+    }
+    s = bench.half_summary(cases)
+    dep = math.sqrt(0.5 * 1.25)
+    assert s["case_stats"]["DEP:1"]["latency_ratio"] == pytest.approx(dep)
+    assert s["case_stats"]["DEP:1"]["spread"]["latency_ratio_min"] == pytest.approx(0.5)
+    assert s["case_stats"]["DEP:1"]["spread"]["latency_ratio_max"] == pytest.approx(1.25)
+    assert s["geomean_latency_ratio"] == pytest.approx(math.sqrt(dep * 1.25))  # the 64-trial cases only
+    assert s["geomean_latency_ratio_256"] == pytest.approx(0.5)
+    assert s["families_lost"] == ["SFM"]  # DEP's geomean over its two seeds is below 1
+    assert s["worst_latency_ratio"][0] == "SFM:1"
+    assert s["reached_fraction"] == pytest.approx(2 / 4)  # 2 of the 4 finished pairs reached MS's best
+    assert s["unreached"] == ["DEP:1", "SFM:1"]
+    assert s["cases_done"] == 2 and s["cases_planned"] == 4  # DEP:1 (both seeds) and GMM-L@256
+    assert s["pairs_done"] == 4 and s["pairs_planned"] == 7
+    assert s["time_to_quality_ratio"] == pytest.approx(0.5)  # HARL 2 s vs MS 4 s where reached
+
+
+def test_broad_plan_halves_are_disjoint_and_cover_every_family(bench):
+    from hiertune.workloads.operators import OPERATOR_FAMILIES
+
+    select, report = bench.broad_plan(bench.BROAD_SELECT), bench.broad_plan(bench.BROAD_REPORT)
+    assert {c["family"] for c in select} == set(OPERATOR_FAMILIES)
+    assert all(c["seeds"] == [0, 1] and c["trials"] == 64 for c in select)
+    assert not {c["key"] for c in select} & {c["key"] for c in report}
+    assert sum(c["key"].endswith(":b16") for c in report) == 5
+    assert sum(c["trials"] == 256 for c in report) == 4
