@@ -73,8 +73,24 @@ def records_trials(path: Path) -> int:
     return sum(1 for line in path.open() if '"kind":"measure"' in line)
 
 
-def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[str, Any]:
-    """Tune (resumed), compile --check and benchmark one model; returns its JSON entry."""
+def first_trials(path: Path, n: int, out: Path) -> Path:
+    """A copy of a records file that keeps its first `n` measurements (and every workload line)."""
+    kept, lines = 0, []
+    for line in path.open():
+        if '"kind":"measure"' in line:
+            if kept >= n:
+                continue
+            kept += 1
+        lines.append(line)
+    out.write_text("".join(lines))
+    return out
+
+
+def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: bool = True) -> dict[str, Any]:
+    """Tune (resumed), compile --check and benchmark one model; returns its JSON entry.
+
+    `tune=False` (a run out of time): no more tuning; every tuner is cut to the trials the shortest
+    has, so the comparison stays at an equal measured budget, and the entry says how far it got."""
     model_args = MODELS[name]
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"{name}.log"
@@ -90,9 +106,12 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[s
         cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", TARGET,
                        "--runner-cores", "1", *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
         commands.append(cmd)
-        if records_trials(path) < trials:
+        if tune and records_trials(path) < trials:
             run_step(cmd, log)
     tune_s = time.time() - started
+    measured = min(records_trials(p) for p in records.values())
+    if measured < trials:
+        records = {t: first_trials(p, measured, work / f"{p.stem}_first{measured}.jsonl") for t, p in records.items()}
     checks = {}
     for tuner, path in records.items():
         out = work / f"{name}_{tuner}.so"
@@ -101,7 +120,8 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[s
         mark = log.stat().st_size if log.exists() else 0
         run_step(cmd, log)
         text = log.read_text()[mark:]
-        checks[tuner] = next((line.strip() for line in text.splitlines() if line.startswith("check vs")), "no check line")
+        found = text.find("check vs")
+        checks[tuner] = " ".join(text[found:].split())[:260] if found >= 0 else "no check line"
     bench_json = work / f"{name}_benchmark.json"
     cmd = hiertune("benchmark", *model_args, *[f"--records={t}={p}" for t, p in records.items()], "--target", TARGET,
                    "--threads", "1", "--repeats", "10", "--json", str(bench_json),
@@ -109,7 +129,8 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[s
     commands.append(cmd)
     run_step(cmd, log)
     bench = json.loads(bench_json.read_text())
-    return {"tasks": tasks, "trials_per_tuner": trials, "tune_s": round(tune_s, 1), "checks": checks,
+    return {"tasks": tasks, "trials_per_tuner_planned": trials, "trials_per_tuner": measured,
+            "budget_complete": measured >= trials, "tune_s": round(tune_s, 1), "checks": checks,
             "benchmark": bench, "commands": [" ".join(c[2:]) for c in commands]}
 
 
@@ -152,7 +173,8 @@ def summarise(result: dict[str, Any]) -> None:
     deep = result.get("deep", {}).get("bert-2l")
     result["e2e_harl_over_onnxruntime_deep"] = ratio(deep["benchmark"], "TVM + harl", "ONNX Runtime") if deep else None
     result["models_done"] = {"quick": list(quick), "deep": list(result.get("deep", {}))}
-    result["complete"] = set(quick) == set(MODELS) and deep is not None
+    result["complete"] = (set(quick) == set(MODELS) and deep is not None
+                          and all(e["budget_complete"] for e in [*quick.values(), deep]))
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -182,6 +204,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=("quick", "deep"), default="quick")
     parser.add_argument("--models", nargs="*", default=None, help="subset of the quick models")
     parser.add_argument("--per-task", type=int, help="trials per task (default: 16 quick, 128 deep)")
+    parser.add_argument("--no-tune", action="store_true",
+                        help="out of time: compile and benchmark the records as they are, at an equal budget")
     parser.add_argument("--out", type=Path, default=OUT_JSON, help="results JSON (the PNG goes beside it)")
     parser.add_argument("--work", type=Path, default=WORK, help="folder for records, libraries and logs")
     args = parser.parse_args()
@@ -193,7 +217,7 @@ def main() -> None:
     tuners = ["harl"] if args.mode == "deep" else ["harl", "metaschedule"]
     for name in names:
         print(f"[{args.mode}] {name}: {per_task} trials per task, tuners {tuners}", flush=True)
-        section[name] = run_model(name, per_task, tuners, args.work / args.mode)
+        section[name] = run_model(name, per_task, tuners, args.work / args.mode, tune=not args.no_tune)
         summarise(result)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,10 @@ def _load_onnx(path: Path, shapes: dict[str, tuple[int, ...]], input_dtype: str 
     from tvm.relax.frontend.onnx import from_onnx
 
     try:
-        mod = from_onnx(proto, shape_dict={i.name: list(i.shape) for i in inputs},
-                        dtype_dict={i.name: i.dtype for i in inputs}, keep_params_in_input=False)
+        with warnings.catch_warnings():  # the frontend's checker warns of outputs declared without a shape
+            warnings.filterwarnings("ignore", message="Field 'shape' of 'type' is required")
+            mod = from_onnx(proto, shape_dict={i.name: list(i.shape) for i in inputs},
+                            dtype_dict={i.name: i.dtype for i in inputs}, keep_params_in_input=False)
     except Exception as err:  # noqa: BLE001 - the frontend raises OpNotImplemented, TVMError, ...
         raise HiertuneError(f"--model {path}: TVM's ONNX frontend cannot import it: {_first_line(err)}") from None
     return Model(name=path.stem, source="onnx", relax_mod=mod, inputs=inputs, onnx_path=path.resolve())
