@@ -206,11 +206,14 @@ def main() -> None:
     parser.add_argument("--per-task", type=int, help="trials per task (default: 16 quick, 128 deep)")
     parser.add_argument("--no-tune", action="store_true",
                         help="out of time: compile and benchmark the records as they are, at an equal budget")
+    parser.add_argument("--note", help="a sentence on how this run departed from the plan, kept in the JSON")
     parser.add_argument("--out", type=Path, default=OUT_JSON, help="results JSON (the PNG goes beside it)")
     parser.add_argument("--work", type=Path, default=WORK, help="folder for records, libraries and logs")
     args = parser.parse_args()
     result = json.loads(args.out.read_text()) if args.out.exists() else {}
     result["target"] = TARGET
+    if args.note:
+        result.setdefault("notes", []).append(args.note)
     section = result.setdefault(args.mode, {})
     names = ["bert-2l"] if args.mode == "deep" else (args.models or list(MODELS))
     per_task = args.per_task or (128 if args.mode == "deep" else 16)
