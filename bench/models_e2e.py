@@ -57,14 +57,31 @@ def run_step(cmd: list[str], log: Path, attempts: int = 3) -> None:
     raise RuntimeError(f"{' '.join(cmd[3:5])} failed {attempts} times; see {log}")
 
 
-def task_count(model_args: list[str]) -> int:
+def model_tasks(model_args: list[str]) -> Any:
     from hiertune.commands.common import model_from_args
     from hiertune.cli import build_parser
     from hiertune.workloads.models import model_workload
     from hiertune.workloads.tvm_support import make_target
 
     args = build_parser().parse_args(["compile", *model_args, "--records", "x", "--out", "x.so"])
-    return len(model_workload(model_from_args(args), make_target(TARGET)).tasks)
+    return model_workload(model_from_args(args), make_target(TARGET))
+
+
+def records_profile(workload: Any, path: Path) -> dict[str, Any]:
+    """Where the tuned model's time goes, from the records: weight x best latency of each tuned task
+    (as measured while tuning) and the tasks left to TVM's default loops."""
+    from hiertune.platform.records import RecordStore
+
+    store = RecordStore(path)
+    rows = []
+    for task in workload.tasks:
+        best = store.best(task.name)
+        rows.append({"task": task.name, "weight": task.weight,
+                     "weighted_best_ms": round(best.mean_s * task.weight * 1e3, 4) if best else None})
+    tuned = [r for r in rows if r["weighted_best_ms"] is not None]
+    return {"tuned_tasks_sum_ms": round(sum(r["weighted_best_ms"] for r in tuned), 3),
+            "untuned_tasks": [r["task"] for r in rows if r["weighted_best_ms"] is None],
+            "slowest_tuned_tasks": sorted(tuned, key=lambda r: -r["weighted_best_ms"])[:5]}
 
 
 def records_trials(path: Path) -> int:
@@ -94,7 +111,8 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
     model_args = MODELS[name]
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"{name}.log"
-    tasks = task_count(model_args)
+    workload = model_tasks(model_args)
+    tasks = len(workload.tasks)
     trials = per_task * tasks
     commands = []
     records = {}
@@ -131,6 +149,7 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
     bench = json.loads(bench_json.read_text())
     return {"tasks": tasks, "trials_per_tuner_planned": trials, "trials_per_tuner": measured,
             "budget_complete": measured >= trials, "tune_s": round(tune_s, 1), "checks": checks,
+            "profile": {t: records_profile(workload, p) for t, p in records.items()},
             "benchmark": bench, "commands": [" ".join(c[2:]) for c in commands]}
 
 
