@@ -204,7 +204,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     if not quick:
         return
     contenders = ["TVM + harl", "TVM + metaschedule", "PyTorch eager", "torch.compile", "ONNX Runtime"]
-    fig, ax = plt.subplots(figsize=(2.5 + 2.2 * len(quick), 4))
+    fig, ax = plt.subplots(figsize=(4 + 2.2 * len(quick), 4))
     width = 0.8 / len(contenders)
     for i, name in enumerate(contenders):
         values = [ratio(e["benchmark"], name, "TVM + harl") or 0 for e in quick.values()]
@@ -213,7 +213,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(quick))], list(quick))
     ax.set_ylabel("latency / (TVM + HARL) latency")
     ax.set_yscale("log")
-    ax.set_title("end-to-end latency, 1 thread (quick mode; above 1 = slower than HARL)")
+    ax.set_title("end-to-end latency / TVM + HARL's, 1 thread")
     ax.legend(fontsize=7)
     save_figure(fig, path)
 
