@@ -161,7 +161,7 @@ def _onnx_inputs(path: Path, proto: Any, shapes: dict[str, tuple[int, ...]], inp
         tensor = value.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
                 for d in tensor.shape.dim]
-        dtype = input_dtype or _ONNX_DTYPES.get(tensor.elem_type)
+        dtype = _ONNX_DTYPES.get(tensor.elem_type) or input_dtype
         if dtype is None:
             raise HiertuneError(f"--model {path}: input {value.name!r} has ONNX element type {tensor.elem_type}; "
                                 "give --input-dtype (e.g. float32)")
