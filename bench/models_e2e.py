@@ -106,8 +106,9 @@ def first_trials(path: Path, n: int, out: Path) -> Path:
 def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: bool = True) -> dict[str, Any]:
     """Tune (resumed), compile --check and benchmark one model; returns its JSON entry.
 
-    `tune=False` (a run out of time): no more tuning; every tuner is cut to the trials the shortest
-    has, so the comparison stays at an equal measured budget, and the entry says how far it got."""
+    Every tuner's records are cut to the trials the shortest has (at most the budget), so the
+    comparison stays at an equal measured budget; `tune=False` (a run out of time) skips tuning,
+    and the entry says how far it got."""
     model_args = MODELS[name]
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"{name}.log"
@@ -127,9 +128,10 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
         if tune and records_trials(path) < trials:
             run_step(cmd, log)
     tune_s = time.time() - started
-    measured = min(records_trials(p) for p in records.values())
-    if measured < trials:
-        records = {t: first_trials(p, measured, work / f"{p.stem}_first{measured}.jsonl") for t, p in records.items()}
+    measured = min(min(records_trials(p) for p in records.values()), trials)
+    # equal budgets: a tuner past the others (MetaSchedule may overshoot by part of a round) is cut back
+    records = {t: first_trials(p, measured, work / f"{p.stem}_first{measured}.jsonl")
+               if records_trials(p) > measured else p for t, p in records.items()}
     checks = {}
     for tuner, path in records.items():
         out = work / f"{name}_{tuner}.so"
