@@ -57,14 +57,31 @@ def run_step(cmd: list[str], log: Path, attempts: int = 3) -> None:
     raise RuntimeError(f"{' '.join(cmd[3:5])} failed {attempts} times; see {log}")
 
 
-def task_count(model_args: list[str]) -> int:
+def model_tasks(model_args: list[str]) -> Any:
     from hiertune.commands.common import model_from_args
     from hiertune.cli import build_parser
     from hiertune.workloads.models import model_workload
     from hiertune.workloads.tvm_support import make_target
 
     args = build_parser().parse_args(["compile", *model_args, "--records", "x", "--out", "x.so"])
-    return len(model_workload(model_from_args(args), make_target(TARGET)).tasks)
+    return model_workload(model_from_args(args), make_target(TARGET))
+
+
+def records_profile(workload: Any, path: Path) -> dict[str, Any]:
+    """Where the tuned model's time goes, from the records: weight x best latency of each tuned task
+    (as measured while tuning) and the tasks left to TVM's default loops."""
+    from hiertune.platform.records import RecordStore
+
+    store = RecordStore(path)
+    rows = []
+    for task in workload.tasks:
+        best = store.best(task.name)
+        rows.append({"task": task.name, "weight": task.weight,
+                     "weighted_best_ms": round(best.mean_s * task.weight * 1e3, 4) if best else None})
+    tuned = [r for r in rows if r["weighted_best_ms"] is not None]
+    return {"tuned_tasks_sum_ms": round(sum(r["weighted_best_ms"] for r in tuned), 3),
+            "untuned_tasks": [r["task"] for r in rows if r["weighted_best_ms"] is None],
+            "slowest_tuned_tasks": sorted(tuned, key=lambda r: -r["weighted_best_ms"])[:5]}
 
 
 def records_trials(path: Path) -> int:
@@ -73,12 +90,30 @@ def records_trials(path: Path) -> int:
     return sum(1 for line in path.open() if '"kind":"measure"' in line)
 
 
-def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[str, Any]:
-    """Tune (resumed), compile --check and benchmark one model; returns its JSON entry."""
+def first_trials(path: Path, n: int, out: Path) -> Path:
+    """A copy of a records file that keeps its first `n` measurements (and every workload line)."""
+    kept, lines = 0, []
+    for line in path.open():
+        if '"kind":"measure"' in line:
+            if kept >= n:
+                continue
+            kept += 1
+        lines.append(line)
+    out.write_text("".join(lines))
+    return out
+
+
+def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: bool = True) -> dict[str, Any]:
+    """Tune (resumed), compile --check and benchmark one model; returns its JSON entry.
+
+    Every tuner's records are cut to the trials the shortest has (at most the budget), so the
+    comparison stays at an equal measured budget; `tune=False` (a run out of time) skips tuning,
+    and the entry says how far it got."""
     model_args = MODELS[name]
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"{name}.log"
-    tasks = task_count(model_args)
+    workload = model_tasks(model_args)
+    tasks = len(workload.tasks)
     trials = per_task * tasks
     commands = []
     records = {}
@@ -90,9 +125,13 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[s
         cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", TARGET,
                        "--runner-cores", "1", *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
         commands.append(cmd)
-        if records_trials(path) < trials:
+        if tune and records_trials(path) < trials:
             run_step(cmd, log)
     tune_s = time.time() - started
+    measured = min(min(records_trials(p) for p in records.values()), trials)
+    # equal budgets: a tuner past the others (MetaSchedule may overshoot by part of a round) is cut back
+    records = {t: first_trials(p, measured, work / f"{p.stem}_first{measured}.jsonl")
+               if records_trials(p) > measured else p for t, p in records.items()}
     checks = {}
     for tuner, path in records.items():
         out = work / f"{name}_{tuner}.so"
@@ -101,7 +140,8 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[s
         mark = log.stat().st_size if log.exists() else 0
         run_step(cmd, log)
         text = log.read_text()[mark:]
-        checks[tuner] = next((line.strip() for line in text.splitlines() if line.startswith("check vs")), "no check line")
+        found = text.find("check vs")
+        checks[tuner] = " ".join(text[found:].split())[:260] if found >= 0 else "no check line"
     bench_json = work / f"{name}_benchmark.json"
     cmd = hiertune("benchmark", *model_args, *[f"--records={t}={p}" for t, p in records.items()], "--target", TARGET,
                    "--threads", "1", "--repeats", "10", "--json", str(bench_json),
@@ -109,7 +149,9 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path) -> dict[s
     commands.append(cmd)
     run_step(cmd, log)
     bench = json.loads(bench_json.read_text())
-    return {"tasks": tasks, "trials_per_tuner": trials, "tune_s": round(tune_s, 1), "checks": checks,
+    return {"tasks": tasks, "trials_per_tuner_planned": trials, "trials_per_tuner": measured,
+            "budget_complete": measured >= trials, "tune_s": round(tune_s, 1), "checks": checks,
+            "profile": {t: records_profile(workload, p) for t, p in records.items()},
             "benchmark": bench, "commands": [" ".join(c[2:]) for c in commands]}
 
 
@@ -152,7 +194,8 @@ def summarise(result: dict[str, Any]) -> None:
     deep = result.get("deep", {}).get("bert-2l")
     result["e2e_harl_over_onnxruntime_deep"] = ratio(deep["benchmark"], "TVM + harl", "ONNX Runtime") if deep else None
     result["models_done"] = {"quick": list(quick), "deep": list(result.get("deep", {}))}
-    result["complete"] = set(quick) == set(MODELS) and deep is not None
+    result["complete"] = (set(quick) == set(MODELS) and deep is not None
+                          and all(e["budget_complete"] for e in [*quick.values(), deep]))
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -163,7 +206,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     if not quick:
         return
     contenders = ["TVM + harl", "TVM + metaschedule", "PyTorch eager", "torch.compile", "ONNX Runtime"]
-    fig, ax = plt.subplots(figsize=(2.5 + 2.2 * len(quick), 4))
+    fig, ax = plt.subplots(figsize=(4 + 2.2 * len(quick), 4))
     width = 0.8 / len(contenders)
     for i, name in enumerate(contenders):
         values = [ratio(e["benchmark"], name, "TVM + harl") or 0 for e in quick.values()]
@@ -172,7 +215,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(quick))], list(quick))
     ax.set_ylabel("latency / (TVM + HARL) latency")
     ax.set_yscale("log")
-    ax.set_title("end-to-end latency, 1 thread (quick mode; above 1 = slower than HARL)")
+    ax.set_title("end-to-end latency / TVM + HARL's, 1 thread")
     ax.legend(fontsize=7)
     save_figure(fig, path)
 
@@ -182,18 +225,23 @@ def main() -> None:
     parser.add_argument("--mode", choices=("quick", "deep"), default="quick")
     parser.add_argument("--models", nargs="*", default=None, help="subset of the quick models")
     parser.add_argument("--per-task", type=int, help="trials per task (default: 16 quick, 128 deep)")
+    parser.add_argument("--no-tune", action="store_true",
+                        help="out of time: compile and benchmark the records as they are, at an equal budget")
+    parser.add_argument("--note", help="a sentence on how this run departed from the plan, kept in the JSON")
     parser.add_argument("--out", type=Path, default=OUT_JSON, help="results JSON (the PNG goes beside it)")
     parser.add_argument("--work", type=Path, default=WORK, help="folder for records, libraries and logs")
     args = parser.parse_args()
     result = json.loads(args.out.read_text()) if args.out.exists() else {}
     result["target"] = TARGET
+    if args.note:
+        result.setdefault("notes", []).append(args.note)
     section = result.setdefault(args.mode, {})
     names = ["bert-2l"] if args.mode == "deep" else (args.models or list(MODELS))
     per_task = args.per_task or (128 if args.mode == "deep" else 16)
     tuners = ["harl"] if args.mode == "deep" else ["harl", "metaschedule"]
     for name in names:
         print(f"[{args.mode}] {name}: {per_task} trials per task, tuners {tuners}", flush=True)
-        section[name] = run_model(name, per_task, tuners, args.work / args.mode)
+        section[name] = run_model(name, per_task, tuners, args.work / args.mode, tune=not args.no_tune)
         summarise(result)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))

@@ -104,6 +104,19 @@ def test_bad_models_give_one_clear_error(tmp_path, make_spec, shapes, expected) 
         load_model(make_spec(tmp_path), parse_input_shapes(shapes))
 
 
+def test_hf_text_model_builds_from_its_config_and_matches_pytorch(target) -> None:
+    model = load_model("hf:bert-base-uncased", seq_len=16, layers=1)
+    assert model.inputs[0].shape == (1, 16) and model.inputs[0].dtype == "int64"
+    assert model.inputs[0].high == 30522  # token ids are drawn from the vocabulary
+    assert any("matmul" in t.name for t in model_workload(model, target).tasks)
+    assert check_outputs(model, build_untuned(model, target)).ok
+
+
+def test_builtin_network_is_a_model_not_a_workload() -> None:
+    out = cli("tune", "--workload", "resnet18", "--trials", "1", "--no-ray")
+    assert out.returncode == 2 and "use --model resnet18" in out.stderr, out.stderr
+
+
 def test_cli_bad_input_shape_is_one_line(convnet) -> None:
     out = cli("tune", "--model", str(convnet), "--input-shape", "input=1x3", "--trials", "1", "--no-ray")
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,10 @@ def _load_onnx(path: Path, shapes: dict[str, tuple[int, ...]], input_dtype: str 
     from tvm.relax.frontend.onnx import from_onnx
 
     try:
-        mod = from_onnx(proto, shape_dict={i.name: list(i.shape) for i in inputs},
-                        dtype_dict={i.name: i.dtype for i in inputs}, keep_params_in_input=False)
+        with warnings.catch_warnings():  # the frontend's checker warns of outputs declared without a shape
+            warnings.filterwarnings("ignore", message="Field 'shape' of 'type' is required")
+            mod = from_onnx(proto, shape_dict={i.name: list(i.shape) for i in inputs},
+                            dtype_dict={i.name: i.dtype for i in inputs}, keep_params_in_input=False)
     except Exception as err:  # noqa: BLE001 - the frontend raises OpNotImplemented, TVMError, ...
         raise HiertuneError(f"--model {path}: TVM's ONNX frontend cannot import it: {_first_line(err)}") from None
     return Model(name=path.stem, source="onnx", relax_mod=mod, inputs=inputs, onnx_path=path.resolve())
@@ -158,7 +161,7 @@ def _onnx_inputs(path: Path, proto: Any, shapes: dict[str, tuple[int, ...]], inp
         tensor = value.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
                 for d in tensor.shape.dim]
-        dtype = input_dtype or _ONNX_DTYPES.get(tensor.elem_type)
+        dtype = _ONNX_DTYPES.get(tensor.elem_type) or input_dtype
         if dtype is None:
             raise HiertuneError(f"--model {path}: input {value.name!r} has ONNX element type {tensor.elem_type}; "
                                 "give --input-dtype (e.g. float32)")
