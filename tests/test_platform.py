@@ -207,3 +207,20 @@ def test_network_workload_has_weighted_tasks():
     assert len(workload.tasks) >= 3
     assert sum(t.weight for t in workload.tasks) > len(workload.tasks)  # a repeated subgraph
     assert np.all([t.flops >= 0 for t in workload.tasks])
+
+
+def test_a_gather_is_measured_with_in_range_indices() -> None:
+    """An embedding lookup reads its int64 indices: MetaSchedule's random fill puts them out of
+    bounds and the measurement crashes, so the task could never be tuned."""
+    from tvm import te
+
+    table = te.placeholder((1000, 64), name="table")
+    indices = te.placeholder((128,), dtype="int64", name="indices")
+    out = te.compute((128, 64), lambda i, j: table[indices[i], j], name="take")
+    func = te.create_prim_func([table, indices, out]).with_attr("global_symbol", "main")
+    runner = create_runner(RunnerConfig(target="llvm", num_cpus=1, number=1, min_repeat_ms=0), use_ray=False)
+    try:
+        (result,) = runner.measure([MeasureInput.from_schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": func})))])
+    finally:
+        runner.close()
+    assert result.ok, result.error

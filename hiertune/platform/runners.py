@@ -59,6 +59,25 @@ class MeasureResult(LatencyOutcome):
 
 
 
+def alloc_arguments_in_range(device: Any, args_info: list[Any], alloc_repeat: int) -> list[list[Any]]:
+    """MetaSchedule's argument allocation, except that integer tensors are zeros.
+
+    Random integers are out-of-bounds indices for gathers (an embedding's `take`), which crash
+    the measuring process, so such a task never gets a valid record and a compiled model falls
+    back to a naive loop for it. Zero is a valid index everywhere, and the timing of a kernel
+    does not depend on which in-range index it reads. Runs in the runner's worker process.
+    """
+    import numpy as np
+    from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
+
+    repeated = default_alloc_argument(device, args_info, alloc_repeat)
+    for args in repeated:
+        for arg in args:
+            if "int" in str(arg.dtype):
+                arg.copyfrom(np.zeros(tuple(arg.shape), dtype=str(arg.dtype)))
+    return repeated
+
+
 def _short_error(text: str, limit: int = 400) -> str:
     text = str(text).strip()
     return text if len(text) <= limit else text[:limit] + " ..."
@@ -92,6 +111,7 @@ class Measurer:
         self.builder.timeout_sec = config.build_timeout_s
         self.runner = ms.runner.LocalRunner(
             timeout_sec=config.run_timeout_s,
+            f_alloc_argument=alloc_arguments_in_range,
             evaluator_config=EvaluatorConfig(
                 number=config.number, repeat=config.repeat, min_repeat_ms=config.min_repeat_ms,
                 enable_cpu_cache_flush=config.enable_cpu_cache_flush,
