@@ -210,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=160)
     default_scheduler()  # load the pointer net (torch import) once, outside every timed run
     doc: dict[str, Any] = json.loads(a.out.read_text()) if a.out.exists() else {"cases": []}
+    command = "python bench/incilp_scale.py " + " ".join(argv or __import__("sys").argv[1:])
+    earlier = doc.get("config", {}).get("commands", [])
     doc["config"] = {"form": a.form, "time_limit_s": a.time_limit, "stages": a.stages, "largest": a.largest,
-                     "note": a.note, "command": "python bench/incilp_scale.py " + " ".join(argv or __import__("sys").argv[1:])}
+                     "note": a.note, "commands": earlier + [command]}  # every invocation that added cases
     done = {(c["model"], c["num_stages"]) for c in doc["cases"]}
     todo = [(m, k) for m, k in cases_wanted if (m, k) not in done]
     for model, k in tqdm(todo, desc="cases", unit="case"):
