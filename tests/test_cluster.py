@@ -195,3 +195,19 @@ def test_a_client_without_the_token_is_refused_with_one_line_naming_the_fix(ray_
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "JOINED" not in proc.stdout and proc.returncode != 0
     assert "HiertuneError: joining the Ray cluster" in proc.stderr and "auth_token" in proc.stderr
+
+
+def test_a_fresh_home_starts_a_local_token_ray_even_when_ray_was_imported_first(tmp_path):
+    """A new machine has no ~/.ray/auth_token, and a library may import Ray before hiertune sets
+    token mode: the local start still works and leaves an owner-only token behind."""
+    code = ("import ray\n"  # imported before RAY_AUTH_MODE is set, as transformers or onnxscript may
+            "from hiertune.platform.ray_runtime import RayConfig, init_ray\n"
+            "init_ray(RayConfig(num_cpus=1))\n"
+            "print('CPUS', ray.get(ray.remote(lambda: ray.cluster_resources()['CPU']).remote()))\n"
+            "ray.shutdown()")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert "CPUS 1.0" in proc.stdout, proc.stderr[-3000:]
+    token = tmp_path / ".ray" / "auth_token"
+    assert token.is_file() and token.stat().st_mode & 0o777 == 0o600

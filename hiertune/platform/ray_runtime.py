@@ -6,13 +6,15 @@ dashboard, worker prestart and a large object store are left out.
 Token authentication is on everywhere (RAY_AUTH_MODE=token): even a local node started with
 node address 127.0.0.1 listens on every interface, so without a token anyone who can reach this
 machine could run code in it. Ray reads the token from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
-~/.ray/auth_token, and writes the last on a first local start; on a cluster `ray up` hands the
-launching machine's ~/.ray/auth_token to every host (cluster.yaml's file_mounts).
+~/.ray/auth_token; a first local start writes the last (owner-only) when none of them exists. On a
+cluster `ray up` hands the launching machine's ~/.ray/auth_token to every host (cluster.yaml's
+file_mounts).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,11 +55,13 @@ def init_ray(config: RayConfig | None = None) -> dict[str, Any]:
     config = config or RayConfig()
     if ray.is_initialized():
         return ray.cluster_resources()
+    _reload_ray_flags()
     address = config.address or os.environ.get("RAY_ADDRESS")
     try:
         if address:
             ray.init(address=address, log_to_driver=config.log_to_driver)
         else:
+            _ensure_local_token()
             ray.init(
                 address="local",  # a new local node, never a `ray start` cluster found by chance
                 num_cpus=config.num_cpus,
@@ -82,6 +86,39 @@ def init_ray(config: RayConfig | None = None) -> dict[str, Any]:
         ) from None
     _keep_token_private()
     return ray.cluster_resources()
+
+
+def _reload_ray_flags() -> None:
+    """Make Ray's process-wide flags see RAY_AUTH_MODE as set now.
+
+    Ray reads its flags once, when it is first imported: a library that imported Ray before
+    `apply_env_defaults` (transformers and onnxscript may) leaves this process in 'disabled'
+    mode while the nodes it starts read 'token', and every call is then refused. Ray's own
+    `ray.init` re-reads them the same way when it turns token mode on.
+    """
+    from ray._raylet import Config
+
+    Config.initialize("")
+
+
+def _ensure_local_token() -> None:
+    """A token for a new local node in token mode, where no token is set up yet.
+
+    Ray generates one itself only when it sees token mode at import time; a process that imported
+    Ray before `apply_env_defaults` (any library may) would start a GCS that finds no token and
+    dies. Writing the default file first makes every start alike.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    token = Path.home() / ".ray" / "auth_token"
+    if token.is_file():
+        return
+    token.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32))
 
 
 def _keep_token_private() -> None:
