@@ -23,9 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from hiertune.platform.ray_runtime import apply_env_defaults
+from hiertune.platform.ray_runtime import apply_env_defaults, ensure_local_token
 
 apply_env_defaults()
+ensure_local_token()  # this script starts its nodes itself (ray.cluster_utils.Cluster)
 os.environ.setdefault("TVM_NUM_THREADS", "1")
 
 SMALL_STORE = 80 * 1024**2

@@ -61,7 +61,7 @@ def init_ray(config: RayConfig | None = None) -> dict[str, Any]:
         if address:
             ray.init(address=address, log_to_driver=config.log_to_driver)
         else:
-            _ensure_local_token()
+            ensure_local_token()
             ray.init(
                 address="local",  # a new local node, never a `ray start` cluster found by chance
                 num_cpus=config.num_cpus,
@@ -101,12 +101,13 @@ def _reload_ray_flags() -> None:
     Config.initialize("")
 
 
-def _ensure_local_token() -> None:
-    """A token for a new local node in token mode, where no token is set up yet.
+def ensure_local_token() -> None:
+    """The default token file in token mode, where no token is set up yet: call it before
+    starting a new local node (never before joining a cluster, whose token it would not be).
 
-    Ray generates one itself only when it sees token mode at import time; a process that imported
-    Ray before `apply_env_defaults` (any library may) would start a GCS that finds no token and
-    dies. Writing the default file first makes every start alike.
+    Ray generates one itself only inside `ray.init` and only when it saw token mode at import
+    time; a node started otherwise (a test cluster, a process that imported Ray before
+    `apply_env_defaults`) would start a GCS that finds no token and dies.
     """
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
         return
