@@ -133,3 +133,16 @@ def test_task_without_flops_has_a_finite_gradient() -> None:
     reshape = TaskProgress(weight=1, flops=0.0, group="reshape")
     reshape.add_round(1e-5, 4)
     assert math.isfinite(task_gradient([reshape], 0)) and task_gradient([reshape], 0) < 0
+
+
+def test_a_network_with_more_than_64_tasks_fits_the_bandit() -> None:
+    """MobileNetV2 has 68 tasks: every one must be reachable, the last one included."""
+    n_tasks = 68
+    module = build_module(0.25, 256)
+    window = SlidingWindow(n_tasks, 256)
+    chosen = []
+    for _ in range(n_tasks):
+        arm = choose(module, window)
+        chosen.append(arm)
+        window.record(arm, 0.5)
+    assert chosen == list(range(n_tasks))  # each unplayed arm once, in order, up to the 68th

@@ -36,7 +36,7 @@ SUBGRAPH_AGENT = "subgraph"
 SKETCH_AGENT = "sketch"
 TRACK_PREFIX = "track_"
 # Fixed arm capacity of the bandits' observation and action spaces; a workload uses the first n.
-MAX_ARMS = 64
+MAX_ARMS = 128
 
 
 def bandit_observation_space(max_arms: int = MAX_ARMS) -> gym.spaces.Dict:

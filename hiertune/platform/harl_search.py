@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hiertune.envs.harl_env import SKETCH_AGENT, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig
+from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig
 from hiertune.envs.schedule_space import SpaceConfig
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
@@ -172,8 +172,9 @@ class HarlSearch:
         config.validate()
         self.workload, self.target, self.runner, self.store, self.config = workload, target, runner, store, config
         self.tasks = workload.tasks
-        if len(self.tasks) > 64:
-            raise HiertuneError(f"workload {workload.name} has {len(self.tasks)} tasks; HARL's bandit takes at most 64")
+        if len(self.tasks) > MAX_ARMS:
+            raise HiertuneError(f"workload {workload.name} has {len(self.tasks)} tasks; HARL's bandit takes at most "
+                                f"{MAX_ARMS}: tune it in parts (--model on a sub-model) or raise envs.harl_env.MAX_ARMS")
         for task in self.tasks:
             store.add_workload(task.name, task.mod, task.weight)
         self.spaces = [ScheduleSpace(task.mod, target, seed=config.seed + i, config=config.space)
