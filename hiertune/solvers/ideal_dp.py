@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from hiertune.errors import HiertuneError
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
+    DEFAULT_MAX_IDEALS,
     EDGE_TPU_CACHE_BYTES,
     Objectives,
     PartitionError,
@@ -37,8 +38,6 @@ from hiertune.solvers.ilp import (
     evaluate_partition,
     tensors,
 )
-
-DEFAULT_MAX_IDEALS = 200_000
 
 
 class IdealDpLimitError(HiertuneError):
@@ -53,6 +52,7 @@ class IdealLattice:
     weight: list[int]
     cut: list[int]
     children: list[list[tuple[int, int]]]  # (added node, child ideal index)
+    masks: list[int]  # each ideal as a bit mask of its nodes
 
     @property
     def size(self) -> int:
@@ -60,8 +60,11 @@ class IdealLattice:
 
 
 def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
-                  deadline: float = float("inf")) -> IdealLattice:
-    """Every ideal of `graph`, built breadth first from the empty set (index 0; the whole graph is last)."""
+                  deadline: float = float("inf"), base: int = 0, free: set[int] | None = None) -> IdealLattice:
+    """Every ideal of `graph` between `base` (an ideal, as a node bit mask; index 0) and `base`
+    plus the `free` nodes (default: all), built breadth first; with the defaults the empty set is
+    first and the whole graph last. `free` must be closed under predecessors within the free nodes
+    and `base` (true of a window's boundary interval)."""
     n = graph.num_nodes
     pred, succ = graph.predecessors(), graph.successors()
     param = [v.param_bytes for v in graph.nodes]
@@ -73,10 +76,14 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
         mask = sum(1 << w for w in consumers)
         for w in consumers:
             read[w].append((mask, nbytes))
-    masks, weight, cut = [0], [0], [0]
-    ready: list[tuple[int, ...]] = [tuple(v for v in range(n) if not pred[v])]
+    free_mask = (1 << n) - 1 & ~base if free is None else sum(1 << v for v in free)
+    base_nodes = [v for v in range(n) if base >> v & 1]
+    base_cut = sum(nbytes for u, nbytes, consumers in tensors(graph)
+                   if base >> u & 1 and any(not base >> w & 1 for w in consumers)) if base else 0
+    masks, weight, cut = [base], [sum(param[v] for v in base_nodes)], [base_cut]
+    ready: list[tuple[int, ...]] = [tuple(v for v in range(n) if free_mask >> v & 1 and not pred_mask[v] & ~base)]
     children: list[list[tuple[int, int]]] = [[]]
-    index: dict[int, int] = {0: 0}
+    index: dict[int, int] = {base: 0}
     frontier = [0]
     while frontier:
         nxt: list[int] = []
@@ -96,7 +103,7 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
                     weight.append(weight[i] + param[v])
                     done = sum(nbytes for mask, nbytes in read[v] if not mask & ~child)
                     cut.append(cut[i] + made_bytes[v] - done)
-                    grown = [w for w in succ[v] if not pred_mask[w] & ~child]
+                    grown = [w for w in succ[v] if free_mask >> w & 1 and not pred_mask[w] & ~child]
                     ready.append(tuple(sorted({*(r for r in ready[i] if r != v), *grown})))
                     children.append([])
                     nxt.append(j)
@@ -104,7 +111,7 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
         if time.perf_counter() > deadline:
             raise IdealDpLimitError(f"the ideal DP of {graph.name!r} ran out of time building the lattice")
         frontier = nxt
-    return IdealLattice(weight, cut, children)
+    return IdealLattice(weight, cut, children, masks)
 
 
 def _fits_in_stages(lattice: IdealLattice, param: list[int], peak: int, num_stages: int) -> bool:

@@ -47,7 +47,8 @@ from hiertune.solvers.linear import LinearModel
 log = logging.getLogger(__name__)
 
 EDGE_TPU_CACHE_BYTES = 8 * 1024**2  # on-chip parameter cache of one Edge TPU
-IDEAL_DP = "ideal-dp"  # the exact DP over the graph's ideals, a whole-graph backend beside the ILP's
+IDEAL_DP = "ideal-dp"  # the exact DP over the graph's ideals (or a window's), a backend beside the ILP's
+DEFAULT_MAX_IDEALS = 200_000  # the DPs' lattice limit when asked for by name
 Objectives = tuple[int, int, int]
 
 
@@ -60,7 +61,7 @@ class IlpConfig:
     """How the partition ILP is solved."""
 
     solver: str = "auto"
-    """Backend: auto (Gurobi when the model fits its licence, else CP-SAT), gurobi, highs, cpsat, ideal-dp (whole graph only)."""
+    """Backend: auto (Gurobi when the model fits its licence, else CP-SAT), gurobi, highs, cpsat, ideal-dp (whole graph or window); auto solves an Inc-ILP window by the ideal DP when it fits."""
     time_limit_s: float = 300.0
     """Seconds for the whole lexicographic solve, all phases together."""
     mip_gap: float = 0.0
@@ -514,15 +515,29 @@ def solve_partition(
     hint: list[int] | None = None,
 ) -> PartitionResult:
     """Lexicographically optimal K-stage partition within the allowed stage sets. `ideal-dp`
-    (`ideal_dp.ideal_partition`) solves whole graphs only: no allowed set may be narrowed."""
+    solves the whole graph (`ideal_dp.ideal_partition`) or a window (`window_dp.window_partition`);
+    `auto` solves a window (some allowed set narrowed) by the window DP when its ideal intervals
+    fit `window_dp.WINDOW_MAX_IDEALS`, else, like a whole graph, by Gurobi or CP-SAT. The
+    result's `solver` names the method that ran."""
     config = config or IlpConfig()
+    window = allowed is not None and any(len(a) < num_stages for a in allowed)
     if config.solver == IDEAL_DP:
-        if allowed is not None and any(len(a) < num_stages for a in allowed):
-            raise PartitionError("the ideal DP solves the whole graph only; use --gamma inf with it, "
-                                 "or an ILP solver (cpsat, gurobi, highs) for an Inc-ILP window")
         from hiertune.solvers.ideal_dp import ideal_partition
+        from hiertune.solvers.window_dp import window_partition
 
+        if window:
+            return window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s,
+                                    max_ideals=DEFAULT_MAX_IDEALS, max_pairs=DEFAULT_MAX_IDEALS**2)
         return ideal_partition(graph, num_stages, config.cache_bytes, hint, config.time_limit_s)
+    dp_note = None
+    if config.solver == "auto" and window:
+        from hiertune.solvers.ideal_dp import IdealDpLimitError
+        from hiertune.solvers.window_dp import window_partition
+
+        try:  # a window's intervals are usually tiny: the DP is exact and far faster than the ILP
+            return window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s)
+        except IdealDpLimitError as err:
+            dp_note = f"ideal-dp: {err}; solved by the ILP"
     start = time.perf_counter()
     cpu_start = time.process_time()
     pm = build_model(graph, num_stages, config.cache_bytes, allowed)
@@ -540,6 +555,8 @@ def solve_partition(
         _warn(fallback)
         solver = "cpsat"
         stages, objectives, optimal, phases = _lexicographic(pm, solver, config, start, hint)
+    if dp_note:
+        phases.insert(0, dp_note)
     return PartitionResult(
         stages=stages,
         objectives=objectives,

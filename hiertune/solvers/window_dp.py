@@ -1,0 +1,193 @@
+"""The ideal DP of an Inc-ILP window: the window's exact lexicographic optimum without an ILP.
+
+A K-stage plan is a chain of ideals I_0 < I_1 < ... < I_{K-2} (I_b = the nodes of stages 0..b).
+With per-node allowed stages [lo_v .. hi_v] (tightened by precedence until they are monotone
+along every edge), I_b must hold every node with hi_v <= b and no node with lo_v > b: both sets
+are ideals, and only the ideals between them are enumerated, by `ideal_lattice` from the first
+over the nodes it may add. Nodes far from boundary b are fixed, so that interval is tiny even
+where the whole graph's lattice has millions of ideals (NASNet's cells), unless the window is.
+
+Consecutive boundaries interact only through the nodes open across both (lo_v <= b-1, hi_v >=
+b+1): I_{b-1} must be inside I_b there, and a node entering at b must allow stage b. Every other
+pair of ideals of two neighbouring intervals is compatible, so a DP over the boundaries with one
+(m_{b-1} x m_b) numpy matrix per boundary is exact for every objective, in two passes:
+
+1. the least peak P*: min over chains of the largest stage weight w(I_b) - w(I_{b-1})
+   (a bottleneck path);
+2. among chains whose stages all stay <= P*, the lexicographically least (total off-cache bytes,
+   largest cut(I_b)): sums and maxima compose monotonically, so keeping the best pair per ideal
+   loses no optimum (the same argument as `order_split`).
+
+The result is the ILP's on the same window (`solve_partition(..., allowed=...)`), objective by
+objective, and it is proven optimal within the window.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from hiertune.solvers.graph import OpGraph
+from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice
+from hiertune.solvers.ilp import (
+    PartitionError,
+    PartitionResult,
+    evaluate_partition,
+    propagate_allowed,
+)
+
+WINDOW_MAX_IDEALS = 20_000
+"""Ideals over all boundary intervals before a window is left to the ILP (`auto`)."""
+WINDOW_MAX_PAIRS = 20_000_000
+"""Ideal pairs over all boundaries (the DP's numpy work) before a window is left to the ILP."""
+_CHUNK_PAIRS = 1 << 20  # pairs per numpy block: bounds the DP's memory
+_INF = np.iinfo(np.int64).max // 4
+
+
+def monotone_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] | None) -> list[list[int]]:
+    """`propagate_allowed` repeated until nothing changes: then every node's first and last allowed
+    stage is at least its predecessors' (one pass can leave a gap in a non-contiguous set)."""
+    sets = propagate_allowed(graph, num_stages, allowed)
+    while True:
+        tighter = propagate_allowed(graph, num_stages, [set(ks) for ks in sets])
+        if tighter == sets:
+            return sets
+        sets = tighter
+
+
+def _members(masks: list[int], n: int, columns: np.ndarray) -> np.ndarray:
+    """Bool matrix: does ideal i hold node columns[c]."""
+    nbytes = (n + 7) // 8
+    raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in masks), dtype=np.uint8)
+    bits = np.unpackbits(raw.reshape(len(masks), nbytes), axis=1, bitorder="little")
+    return bits[:, columns].astype(bool)
+
+
+class _Layer:
+    """The ideals of one boundary interval (or the empty set / the whole graph at the ends)."""
+
+    def __init__(self, masks: list[int], weight: list[int], cut: list[int]):
+        self.masks = masks
+        self.weight = np.asarray(weight, dtype=np.int64)
+        self.cut = np.asarray(cut, dtype=np.int64)
+        self.size = np.fromiter((m.bit_count() for m in masks), dtype=np.int64, count=len(masks))
+
+    def __len__(self) -> int:
+        return len(self.masks)
+
+
+def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max_ideals: int,
+            deadline: float) -> list[_Layer]:
+    n = graph.num_nodes
+    bit = [1 << v for v in range(n)]
+    layers = [_Layer([0], [0], [0])]
+    budget = max_ideals
+    for b in range(num_stages - 1):
+        base = sum(bit[v] for v in np.flatnonzero(hi <= b).tolist())
+        free = set(np.flatnonzero((lo <= b) & (hi > b)).tolist())
+        lattice = ideal_lattice(graph, budget, deadline, base=base, free=free)
+        budget -= lattice.size
+        layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
+    layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
+    return layers
+
+
+def _compatible(prev: _Layer, cur: _Layer, n: int, lo: np.ndarray, hi: np.ndarray,
+                sets: list[list[int]], b: int, cols: slice) -> np.ndarray:
+    """(i, j) pairs of ideals that can be I_{b-1} and I_b: a non-empty stage b, containment and
+    stage b allowed on the nodes open across both boundaries."""
+    ok = cur.size[None, cols] > prev.size[:, None]
+    both = np.flatnonzero((lo <= b - 1) & (hi >= b + 1))
+    if both.size:
+        a_prev = _members(prev.masks, n, both).astype(np.float32)
+        a_cur = _members(cur.masks[cols], n, both).astype(np.float32)
+        ok &= (a_prev @ (1.0 - a_cur).T) == 0  # I_{b-1} inside I_b
+        barred = np.fromiter((b not in sets[v] for v in both.tolist()), dtype=bool, count=both.size)
+        if barred.any():  # entering at b where b is not allowed
+            ok &= ((1.0 - a_prev[:, barred]) @ a_cur[:, barred].T) == 0
+    return ok
+
+
+def _blocks(prev: _Layer, cur: _Layer):
+    step = max(1, _CHUNK_PAIRS // max(len(prev), 1))
+    for start in range(0, len(cur), step):
+        yield slice(start, min(start + step, len(cur)))
+
+
+def window_partition(graph: OpGraph, num_stages: int, allowed: list[set[int]] | None, cache_bytes: int,
+                     time_limit_s: float = 300.0, max_ideals: int = WINDOW_MAX_IDEALS,
+                     max_pairs: int = WINDOW_MAX_PAIRS) -> PartitionResult:
+    """The lexicographically optimal plan with every node in one of its allowed stages (see the
+    module docstring); IdealDpLimitError when the window's intervals are too large for the DP."""
+    K, n = num_stages, graph.num_nodes
+    if not 1 <= K <= n:
+        raise PartitionError(f"--stages {K} must lie in 1..{n} (the node count of {graph.name!r})")
+    start, cpu_start = time.perf_counter(), time.process_time()
+    deadline = start + time_limit_s
+    sets = monotone_allowed(graph, K, allowed)
+    lo = np.fromiter((ks[0] for ks in sets), dtype=np.int64, count=n)
+    hi = np.fromiter((ks[-1] for ks in sets), dtype=np.int64, count=n)
+    layers = _layers(graph, lo, hi, K, max_ideals, deadline)
+    pairs = sum(len(a) * len(b) for a, b in zip(layers, layers[1:]))
+    if pairs > max_pairs:
+        raise IdealDpLimitError(f"the window of {graph.name!r} has {pairs} ideal pairs (more than {max_pairs})")
+    compat = [[(cols, _compatible(prev, cur, n, lo, hi, sets, b, cols)) for cols in _blocks(prev, cur)]
+              for b, (prev, cur) in enumerate(zip(layers, layers[1:]))]
+
+    peak = np.zeros(1, dtype=np.int64)  # phase 1: the least largest stage per ideal
+    for (prev, cur), blocks in zip(zip(layers, layers[1:]), compat):
+        nxt = np.full(len(cur), _INF, dtype=np.int64)
+        for cols, ok in blocks:
+            stage = cur.weight[None, cols] - prev.weight[:, None]
+            cand = np.where(ok, np.maximum(peak[:, None], stage), _INF)
+            nxt[cols] = cand.min(axis=0)
+        peak = nxt
+        if time.perf_counter() > deadline:
+            raise IdealDpLimitError(f"the window DP of {graph.name!r} ran out of time (peak phase)")
+    best_peak = int(peak[0])
+    if best_peak >= _INF:
+        raise PartitionError(f"the allowed stages admit no {K}-stage plan of {graph.name!r}; widen the window")
+
+    off = np.zeros(1, dtype=np.int64)  # phase 2: the least (off-cache total, largest cut) per ideal
+    comm = np.zeros(1, dtype=np.int64)
+    parents: list[np.ndarray] = []
+    for b, ((prev, cur), blocks) in enumerate(zip(zip(layers, layers[1:]), compat)):
+        new_off = np.full(len(cur), _INF, dtype=np.int64)
+        new_comm = np.full(len(cur), _INF, dtype=np.int64)
+        parent = np.zeros(len(cur), dtype=np.int64)
+        for cols, ok in blocks:
+            stage = cur.weight[None, cols] - prev.weight[:, None]
+            ok = ok & (stage <= best_peak) & (off[:, None] < _INF)
+            cand = np.where(ok, off[:, None] + np.maximum(stage - cache_bytes, 0), _INF)
+            lowest = cand.min(axis=0)
+            tie = np.where((cand == lowest[None, :]) & ok, comm[:, None], _INF)
+            parent[cols] = tie.argmin(axis=0)
+            new_off[cols] = lowest
+            new_comm[cols] = tie.min(axis=0)
+        reached = new_off < _INF
+        if b < K - 1:  # the cut after stage b
+            new_comm = np.where(reached, np.maximum(new_comm, cur.cut), _INF)
+        off, comm = new_off, new_comm
+        parents.append(parent)
+    chain, j = [], 0
+    for layer, parent in zip(reversed(layers[1:]), reversed(parents)):
+        chain.append(layer.masks[j])
+        j = int(parent[j])
+    chain.reverse()
+    stages, inside = [0] * n, 0
+    for b, mask in enumerate(chain):
+        entering = mask & ~inside
+        while entering:
+            low = entering & -entering
+            stages[low.bit_length() - 1] = b
+            entering ^= low
+        inside = mask
+    objectives = evaluate_partition(graph, stages, K, cache_bytes)
+    size = sum(len(layer) for layer in layers[1:-1])
+    return PartitionResult(
+        stages=stages, objectives=objectives, solve_seconds=time.perf_counter() - start, optimal=True,
+        solver="ideal-dp", cpu_seconds=time.process_time() - cpu_start, num_vars=size,
+        phases=[f"window ideals: {size}, pairs: {pairs}", f"peak {best_peak}", f"off-cache {int(off[0])}",
+                f"comm {int(comm[0])}"],
+    )
