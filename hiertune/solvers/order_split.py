@@ -2,11 +2,14 @@
 
 Every valid plan is contiguous in some topological order (sort the nodes by stage, then by
 position). So an initial plan fixes an order, and along that order the K - 1 cut positions can be
-chosen exactly, for all three objectives, by dynamic programming in O(K N^2) numpy work:
+chosen exactly, for all three objectives, by bisection and dynamic programming in numpy (no
+Python loop over positions):
 
-1. the least peak stage parameter bytes (min-max split of the order's parameter sums);
+1. the least peak stage parameter bytes (min-max split of the order's parameter sums, by
+   bisection over a greedy O(K log N) test);
 2. among splits within that peak, the least total off-cache bytes, and then the least largest
-   boundary transfer: (sum, max) pairs compose monotonically, so the DP stays exact.
+   boundary transfer, in O(K N W) for runs of at most W nodes within the peak: (sum, max)
+   pairs compose monotonically, so the DP stays exact.
 
 A pre-scheduler's errors are mostly *where* it cuts, not which order it emits, so placing its
 cuts exactly turns a plan 10-50 % above the optimum peak into one that the Inc-ILP window can
@@ -42,6 +45,25 @@ def cut_comm_bytes(graph: OpGraph, order: list[int]) -> np.ndarray:
     return np.cumsum(diff)[: n + 1]
 
 
+def _least_peak(prefix: np.ndarray, num_stages: int) -> float:
+    """The least peak over splits of the order into `num_stages` non-empty runs: bisection on the
+    peak, each test the greedy fewest runs (each as long as it fits; when it takes at most K
+    runs, splitting some further to exactly K never raises the peak, as K <= N)."""
+    params = np.diff(prefix)
+    lo, hi = int(max(params.max(), -(-prefix[-1] // num_stages))), int(prefix[-1])
+    while lo < hi:
+        mid = (lo + hi) // 2
+        at, runs = 0, 0
+        while at < params.size and runs <= num_stages:
+            at = int(np.searchsorted(prefix, prefix[at] + mid, side="right")) - 1
+            runs += 1
+        if runs <= num_stages:
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(lo)
+
+
 def split_order(graph: OpGraph, order: list[int], num_stages: int,
                 cache_bytes: int = EDGE_TPU_CACHE_BYTES) -> list[int]:
     """The lexicographically best plan whose stages are consecutive runs of `order`."""
@@ -55,20 +77,24 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
     comm = cut_comm_bytes(graph, order)
     inf = np.inf
 
-    # Phase 1: least peak. peak[k][j] = best max stage bytes placing order[:j] in k + 1 stages.
-    # No stage may be empty (the ILP's rule too), so stage k + 1 starts at i < j.
-    peak = prefix.copy()  # one stage
-    peak[0] = inf
-    for _ in range(1, K):
-        nxt = np.full(n + 1, inf)
-        for j in range(1, n + 1):
-            nxt[j] = np.min(np.maximum(peak[:j], prefix[j] - prefix[:j]))
-        peak = nxt
-    best_peak = peak[n]
+    best_peak = _least_peak(prefix, K)
 
-    # Phase 2: least (off-cache sum, largest cut comm) with every stage within best_peak.
+    # Phase 2: least (off-cache sum, largest cut comm) with every stage within best_peak. Stage
+    # k + 1 = order[i:j] fits only for i in a band below j (its bytes <= best_peak), so each step
+    # is one (band offset, j) matrix; rows run from the earliest start so ties keep the first i.
     def off(stage_bytes: np.ndarray) -> np.ndarray:
         return np.maximum(stage_bytes - cache_bytes, 0.0)
+
+    ends = np.arange(n + 1)
+    first_start = np.searchsorted(prefix, prefix - best_peak, side="left")
+    width = max(int((ends - first_start).max()), 1)
+    offsets = np.arange(width, 0, -1)[:, None]
+    starts_of = ends[None, :] - offsets  # row r, column j: start i = j - (width - r)
+    inside = starts_of >= 0
+    i_safe = np.where(inside, starts_of, 0)
+    stage = prefix[None, :] - prefix[i_safe]
+    fits = inside & (stage <= best_peak)
+    stage_off = off(stage)
 
     ok_first = prefix <= best_peak
     ok_first[0] = False
@@ -76,22 +102,15 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
     comm_max = np.where(ok_first, 0.0, inf)
     starts: list[np.ndarray] = []  # starts[k-1][j]: where stage k begins when order[:j] fills 0..k
     for _ in range(1, K):
-        new_off, new_comm = np.full(n + 1, inf), np.full(n + 1, inf)
-        start = np.zeros(n + 1, dtype=np.int64)
-        for j in range(1, n + 1):
-            stage = prefix[j] - prefix[:j]
-            cand_off = off_sum[:j] + off(stage)
-            cand_comm = np.maximum(comm_max[:j], comm[:j])
-            feasible = (stage <= best_peak) & np.isfinite(cand_off)
-            if not feasible.any():
-                continue
-            cand_off = np.where(feasible, cand_off, inf)
-            lowest = cand_off.min()
-            cand_comm = np.where(cand_off == lowest, cand_comm, inf)
-            i = int(np.argmin(cand_comm))
-            new_off[j], new_comm[j], start[j] = lowest, cand_comm[i], i
-        off_sum, comm_max = new_off, new_comm
-        starts.append(start)
+        feasible = fits & np.isfinite(off_sum)[i_safe]
+        cand_off = np.where(feasible, off_sum[i_safe] + stage_off, inf)
+        lowest = cand_off.min(axis=0)
+        tied = np.where(feasible & (cand_off == lowest[None, :]), np.maximum(comm_max, comm)[i_safe], inf)
+        reached = np.isfinite(lowest)
+        row = tied.argmin(axis=0)
+        off_sum = lowest
+        comm_max = np.where(reached, tied.min(axis=0), inf)
+        starts.append(np.where(reached, starts_of[row, ends], 0))
 
     cuts = [n]
     for start in reversed(starts):
