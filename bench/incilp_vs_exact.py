@@ -56,7 +56,7 @@ class BenchConfig:
     threads: int = 1
     # first = headline; "+cuts": the initial plan's cuts placed exactly along its order (the default
     # Inc-ILP start); without it, the paper's plain start
-    initials: list[str] = field(default_factory=lambda: ["auto+cuts", "auto", "libcoral+cuts", "libcoral"])
+    initials: list[str] = field(default_factory=lambda: ["pointer+cuts", "pointer", "libcoral+cuts", "libcoral"])
     window: str = "adjacent"  # where re-opened nodes may go (IncIlpConfig.window)
     copies: int = 1  # each model chained this many times (chained_copies)
     rounds: int = 1

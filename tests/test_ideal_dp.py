@@ -1,6 +1,7 @@
 """The exact DP over the graph's ideals: the same lexicographic optimum as CP-SAT on every
 objective (tight caches included), hints only bound it, wide graphs stop with a clear error,
-and `hiertune partition --solver ideal-dp` solves the whole graph."""
+and `hiertune partition --solver ideal-dp` solves the whole graph. The window DP: CP-SAT's
+optimum on the same window, and `auto` uses it where the window's lattice fits."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
 from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice, ideal_partition
 from hiertune.solvers.ilp import IlpConfig, PartitionError, check_partition, evaluate_partition, solve_partition
+from hiertune.solvers.incilp import window_allowed
+from hiertune.solvers.order_split import refine_cuts
+from hiertune.solvers.window_dp import window_partition
 from hiertune.solvers.zoo import load_zoo_graph
 
 
@@ -41,14 +45,65 @@ def test_ideal_dp_on_a_real_graph_with_a_hint_and_many_stages():
     assert lattice.weight[-1] == g.total_param_bytes and lattice.cut[0] == lattice.cut[-1] == 0
 
 
-def test_wide_graph_stops_with_a_clear_error_and_windows_are_refused():
+def test_wide_graph_stops_with_a_clear_error():
     with pytest.raises(IdealDpLimitError, match="more than 1000 ideals"):
         ideal_lattice(load_zoo_graph("nasnetmobile", "tflite"), max_ideals=1000)
     g = generate_dag(1, SyntheticDagConfig(num_nodes=12))
-    with pytest.raises(PartitionError, match="whole graph only"):
-        solve_partition(g, 2, IlpConfig(solver="ideal-dp"), allowed=[{0}] + [{0, 1}] * 11)
     assert solve_partition(g, 3, IlpConfig(solver="ideal-dp")).solver == "ideal-dp"
     assert isinstance(IdealDpLimitError("x"), HiertuneError)
+
+
+def _allowed_equal_on_every_objective(g, k, allowed, cache):
+    dp = window_partition(g, k, allowed, cache, max_ideals=10**6, max_pairs=10**9)
+    exact = solve_partition(g, k, IlpConfig(solver="cpsat", cache_bytes=cache, time_limit_s=60), allowed=allowed)
+    assert exact.optimal and dp.optimal and dp.solver == "ideal-dp"
+    assert all(dp.stages[v] in allowed[v] for v in range(g.num_nodes))
+    assert sorted(set(dp.stages)) == list(range(k))
+    assert dp.objectives == exact.objectives == evaluate_partition(g, dp.stages, k, cache)
+
+
+@pytest.mark.parametrize("seed,k,gamma,window", [(0, 3, 1, "adjacent"), (3, 5, 2, "adjacent"), (7, 4, 1, "any"),
+                                                 (7, 5, 3, "adjacent"), (0, 5, 6, "any")])  # the last: wide
+def test_window_dp_equals_cpsat_on_the_same_window(seed, k, gamma, window):
+    g = generate_dag(seed, SyntheticDagConfig(num_nodes=36))
+    allowed = window_allowed(g, libcoral_partition(g, k), k, gamma, window)
+    assert any(len(a) < k for a in allowed) and any(len(a) > 1 for a in allowed)
+    for cache in (10**12, g.total_param_bytes // (2 * k)):  # everything fits / every stage spills
+        _allowed_equal_on_every_objective(g, k, allowed, cache)
+
+
+def test_window_dp_honours_allowed_sets_with_gaps():
+    """A node allowed stages {0, 2} only (not 1): the DP may not place it in between."""
+    g = generate_dag(4, SyntheticDagConfig(num_nodes=20))
+    k = 3
+    plan = libcoral_partition(g, k)
+    allowed = window_allowed(g, plan, k, 2)
+    gapped = [v for v in range(g.num_nodes) if allowed[v] == {0, 1, 2}]
+    assert gapped
+    for v in gapped:
+        allowed[v] = {0, 2}
+    for cache in (10**12, g.total_param_bytes // (2 * k)):
+        try:
+            _allowed_equal_on_every_objective(g, k, allowed, cache)
+        except PartitionError:  # no plan: the ILP must agree
+            with pytest.raises(PartitionError):
+                solve_partition(g, k, IlpConfig(solver="cpsat", cache_bytes=cache), allowed=allowed)
+
+
+def test_auto_solves_a_narrow_window_by_the_dp_and_a_wide_one_by_the_ilp():
+    g = load_zoo_graph("densenet121", "tflite")
+    k = 4
+    plan = refine_cuts(g, libcoral_partition(g, k), k)
+    allowed = window_allowed(g, plan, k, 10)
+    auto = solve_partition(g, k, IlpConfig(time_limit_s=60), allowed=allowed, hint=plan)
+    exact = solve_partition(g, k, IlpConfig(solver="cpsat", time_limit_s=60), allowed=allowed, hint=plan)
+    assert auto.solver == "ideal-dp" and auto.optimal and auto.objectives == exact.objectives
+    wide = load_zoo_graph("nasnetmobile", "tflite")  # its cells: too many ideals in a window
+    plan = refine_cuts(wide, libcoral_partition(wide, 8), 8)
+    res = solve_partition(wide, 8, IlpConfig(time_limit_s=60), allowed=window_allowed(wide, plan, 8, 10), hint=plan)
+    assert res.solver != "ideal-dp" and "ideal-dp" in res.phases[0]
+    with pytest.raises(IdealDpLimitError):
+        window_partition(wide, 8, window_allowed(wide, plan, 8, 10), IlpConfig().cache_bytes)
 
 
 def test_partition_command_with_the_ideal_dp(tmp_path, capsys):
@@ -60,6 +115,7 @@ def test_partition_command_with_the_ideal_dp(tmp_path, capsys):
     exact = solve_partition(g, 8, IlpConfig(solver="cpsat"))
     assert plan["solver"] == "ideal-dp" and plan["optimal"]
     assert plan["objectives"]["peak_param_bytes"] == exact.objectives[0]
-    capsys.readouterr()
-    assert main(["partition", "--model", "resnet50", "--solver", "ideal-dp", "--no-ray"]) == 2
-    assert "pass --gamma inf" in capsys.readouterr().err
+    window = tmp_path / "window.json"  # a window (the default gamma) by the window DP
+    assert main(["partition", "--model", "resnet50", "--form", "tflite", "--stages", "4", "--solver", "ideal-dp",
+                 "--no-ray", "--out", str(window)]) == 0
+    assert json.loads(window.read_text())["solver"] == "ideal-dp"

@@ -107,9 +107,9 @@ class _LibcoralScheduler:
         return libcoral_partition(graph, num_stages)
 
 
-def test_initial_plan_comes_from_the_scheduler_when_given():
+def test_initial_plan_comes_from_the_scheduler_when_asked():
     g = graph(6, 30)
-    res = inc_ilp(g, 3, IncIlpConfig(gamma=2, initial="auto", ilp=ILP), scheduler=_LibcoralScheduler())
+    res = inc_ilp(g, 3, IncIlpConfig(gamma=2, initial="pointer", ilp=ILP), scheduler=_LibcoralScheduler())
     assert res.initial_source == "pointer"
     check_partition(g, res.stages, 3)
 
@@ -192,9 +192,23 @@ def test_no_solver_module_imports_a_higher_layer():
                 assert not name.startswith(higher), f"{path.name} imports {name}"
 
 
-def test_default_initial_is_best_and_pointer_without_a_scheduler_is_a_clear_error():
-    assert IncIlpConfig().initial == "best"
+class _Refusing:
+    """A pre-scheduler that must not be asked."""
+
+    def partition(self, graph, num_stages):
+        raise AssertionError("the auto start asked the pointer net")
+
+
+def test_default_initial_is_the_cheap_start_and_pointer_without_a_scheduler_is_a_clear_error():
+    assert IncIlpConfig().initial == "auto"
     g = graph(6, 30)
+    res = inc_ilp(g, 3, IncIlpConfig(gamma=2), scheduler=_Refusing())
+    assert res.initial_source == "libcoral" and res.solver == "ideal-dp"
+    assert res.initial_stages == libcoral_partition(g, 3)
+    worse = _WorseThanLibcoral().partition(g, 3)  # auto keeps the better of the given plan and libcoral's
+    assert inc_ilp(g, 3, IncIlpConfig(gamma=2), initial=worse).initial_source == "libcoral"
+    best = inc_ilp(g, 3, IncIlpConfig(gamma=2), initial=res.stages)
+    assert best.initial_source == "given" or best.initial_objectives == res.initial_objectives
     with pytest.raises(HiertuneError, match="initial='pointer' needs a pre-scheduler"):
         inc_ilp(g, 3, IncIlpConfig(initial="pointer", ilp=ILP))
 

@@ -44,10 +44,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gamma", type=_gamma, default=float(gamma), help=gamma_help)
     solver, solver_help = default("ilp.solver")
     parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat", "ideal-dp"), default=solver,
-                        help=solver_help + "; ideal-dp needs --gamma inf")
+                        help=solver_help)
     initial, initial_help = default("initial")
-    parser.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default=initial,
-                        help=initial_help + "; pointer / libcoral: that plan alone")
+    parser.add_argument("--initial", choices=("auto", "best", "pointer", "libcoral"), default=initial,
+                        help=initial_help)
     window, window_help = default("window")
     parser.add_argument("--window", choices=("adjacent", "any"), default=window, help=window_help)
     parser.add_argument("--no-refine-cuts", action="store_true", help="start the window from the initial plan's "
@@ -86,9 +86,6 @@ def run(args: argparse.Namespace) -> int:
                                ("--cache-mb", args.cache_mb, 0)):
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
-    if args.solver == "ideal-dp" and not math.isinf(args.gamma):
-        raise HiertuneError("--solver ideal-dp solves the whole graph exactly: pass --gamma inf with it "
-                            "(an Inc-ILP window needs an ILP solver: cpsat, gurobi, highs)")
     console = Console()
     check_outputs(args, "out", "plot")
     graph = load_graph(args.model, args.form)

@@ -19,7 +19,7 @@ from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import IlpConfig, PartitionResult, solve_partition
 from hiertune.solvers.incilp import IncIlpConfig, IncIlpResult, inc_ilp
 
-SCHEDULED_SOURCES = ("auto", "pointer", "best")  # the initial-plan sources that ask the pointer net
+SCHEDULED_SOURCES = ("pointer", "best")  # the initial-plan sources that ask the pointer net
 
 
 def pointer_inc_ilp(graph: OpGraph, num_stages: int, config: IncIlpConfig | None = None,

@@ -1,4 +1,8 @@
-"""Inc-ILP: an initial partition (pointer net) narrows the exact ILP to a window around its cuts.
+"""Inc-ILP: an initial partition narrows the exact solve to a window around its cuts.
+
+The initial plan is by default the cheapest (`initial="auto"`: libcoral's split, a linear pass);
+the pointer net (the paper's pre-scheduler) is asked only with `best` or `pointer`: once the cuts
+are placed exactly, its plans lead the window to the same optimum at a far higher cost.
 
 Before the window, the initial plan's cuts are moved to their exact best positions along the
 plan's own node order (`order_split.refine_cuts`, a DP of a few ms): the pre-scheduler's order
@@ -57,8 +61,8 @@ class IncIlpConfig:
 
     gamma: float = 10
     """Window half-width in ASAP levels around the initial plan's stage boundaries (inf: the exact ILP)."""
-    initial: str = "best"
-    """Initial plan: best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; auto = the scheduler's plan, else the plan passed in, else libcoral's split."""
+    initial: str = "auto"
+    """Initial plan: auto = the cheapest, libcoral's split (or the plan passed in, when better), never the pointer net; best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; pointer / libcoral / given: that plan alone."""
     window: str = "adjacent"
     """Where a re-opened node may go: across the boundaries whose window holds it (adjacent), or any stage its fixed neighbours allow (any: a larger model, the paper's)."""
     rounds: int = 1
@@ -66,7 +70,7 @@ class IncIlpConfig:
     refine_cuts: bool = True
     """Place the initial plan's cuts exactly along its own node order first (never worse than the plan; False: the paper's start)."""
     ilp: IlpConfig = field(default_factory=IlpConfig)
-    """The exact solver of the window (or of the whole graph)."""
+    """The exact solver of the window (or of the whole graph); auto solves a window by the ideal DP when its lattice fits."""
 
 
 @dataclass
@@ -76,11 +80,11 @@ class IncIlpResult:
     solve_seconds: float  # the window's exact solve
     init_seconds: float  # producing the initial plan (pointer-net inference)
     optimal: bool  # optimal within the window
-    solver: str
+    solver: str  # the method that solved the window: ideal-dp, cpsat, gurobi, highs
     window_size: int  # re-opened nodes
     num_nodes: int
     gamma: float
-    initial_source: str
+    initial_source: str  # where the initial plan came from: libcoral, given, pointer
     initial_stages: list[int]
     initial_objectives: Objectives  # the RL-only plan's objectives
     refined_objectives: Objectives | None = None  # after exact cut placement (None: not refined)
@@ -107,41 +111,41 @@ def initial_partition(
     graph: OpGraph, num_stages: int, source: str = "auto", given: list[int] | None = None,
     scheduler: Scheduler | None = None, cache_bytes: int = EDGE_TPU_CACHE_BYTES,
 ) -> tuple[list[int], str]:
-    """The initial plan and where it came from. `best` takes the lexicographically better of the
-    scheduler's plan (when one is passed), the given plan and libcoral's split (cheap insurance
-    against a weak pre-scheduler). The scheduler comes from the caller: this layer knows no
-    pointer net (`policies.pointer_net.default_scheduler` is the usual one)."""
+    """The initial plan and where it came from. `auto` takes the cheap plans only: libcoral's
+    split (a linear pass; with exact cuts the window reaches the same optimum as from the pointer
+    net's plan) or the given plan when it is better; `best` also asks the scheduler (when one is
+    passed) and keeps the lexicographically best (insurance against a weak pre-scheduler). The
+    scheduler comes from the caller: this layer knows no pointer net
+    (`policies.pointer_net.default_scheduler` is the usual one)."""
     if source not in INITIAL_SOURCES:
         raise HiertuneError(f"initial plan source {source!r} is unknown; use one of {', '.join(INITIAL_SOURCES)}")
-    if source == "best":
+    if source in ("auto", "best"):
         candidates = [(libcoral_partition(graph, num_stages), "libcoral")]
         if given is not None:
             check_partition(graph, given, num_stages)
             candidates.append((list(given), "given"))
-        if scheduler is not None:
+        if source == "best" and scheduler is not None:
             stages = scheduler.partition(graph, num_stages)
             check_partition(graph, stages, num_stages)
             candidates.append((stages, "pointer"))
+        if len(candidates) == 1:
+            return candidates[0]
         return min(candidates, key=lambda c: evaluate_partition(graph, c[0], num_stages, cache_bytes))
     if source == "given":
         if given is None:
             raise HiertuneError("initial='given' needs an initial plan (a stage per node)")
         check_partition(graph, given, num_stages)
         return list(given), "given"
-    if source in ("auto", "pointer"):
-        if scheduler is not None:
-            stages = scheduler.partition(graph, num_stages)
-            check_partition(graph, stages, num_stages)
-            return stages, "pointer"
-        if source == "pointer":
+    if source == "pointer":
+        if scheduler is None:
             raise HiertuneError(
                 "initial='pointer' needs a pre-scheduler and none was passed (the pointer-net "
                 "checkpoint may be missing: train it with python -m hiertune.policies.train_pointer_net); "
                 "or use initial='libcoral'"
             )
-        if given is not None:
-            check_partition(graph, given, num_stages)
-            return list(given), "given"
+        stages = scheduler.partition(graph, num_stages)
+        check_partition(graph, stages, num_stages)
+        return stages, "pointer"
     return libcoral_partition(graph, num_stages), "libcoral"
 
 
