@@ -208,3 +208,29 @@ def test_injected_scheduler_ranks_samples_with_the_solves_cache():
     g = load_zoo_graph("mobilenetv2", "keras")
     res = pointer_inc_ilp(g, 4, IncIlpConfig(initial="pointer", ilp=IlpConfig(solver="cpsat", cache_bytes=small)))
     assert res.initial_source == "pointer" and res.initial_stages == a.partition(g, 4)
+
+
+def test_batched_decode_state_equals_one_state_per_plan():
+    """The decoder steps all its plans in one DecodeState: each row must see the masks and
+    running features a state of its own would, whatever the other rows take."""
+    from hiertune.policies.pointer_net import DecodeState
+
+    rng = np.random.default_rng(0)
+    for g, k in ((load_zoo_graph("inceptionv3", "tflite"), 5), (generate_dag(2), 3)):
+        gf = graph_features(g)
+        batch = DecodeState(gf, k, 4)
+        single = [DecodeState(gf, k) for _ in range(4)]
+        while not batch.finished:
+            mask = batch.mask()
+            assert np.array_equal(mask, np.concatenate([s.mask() for s in single]))
+            assert np.allclose(batch.global_features(), np.concatenate([s.global_features() for s in single]))
+            items = np.array([rng.choice(np.flatnonzero(row)) for row in mask])
+            batch.step(items)
+            for s, item in zip(single, items):
+                s.step(np.array([item]))
+        assert np.array_equal(batch.stages, np.concatenate([s.stages for s in single]))
+        for row in batch.stages:
+            plan = [0] * g.num_nodes
+            for p, v in enumerate(gf.order):
+                plan[v] = int(row[p])
+            check_partition(g, plan, k)

@@ -62,10 +62,30 @@ class GraphFeatures:
     succs: list[list[int]]             # by position
     out_edges: list[list[tuple[int, float]]]  # by position: (consumer position, normalised bytes)
     param_share: np.ndarray            # [N] parameter bytes / total parameter bytes
+    _edges: tuple | None = field(default=None, repr=False)  # memo_edges
 
     @property
     def n(self) -> int:
         return len(self.order)
+
+    def memo_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The out-edges as CSR (ptr, consumer) and per position the normalised bytes a decoded
+        node removes from the frontier (its inputs, once per predecessor entry) and adds (its
+        outputs): what one decoding step needs as arrays."""
+        if self._edges is None:
+            ptr = np.cumsum([0] + [len(out) for out in self.out_edges], dtype=np.int64)
+            dst = np.array([d for out in self.out_edges for d, _ in out], dtype=np.int64)
+            read = np.zeros(self.n)
+            made = np.zeros(self.n)
+            for i in range(self.n):
+                for p in self.preds[i]:
+                    for d, b in self.out_edges[p]:
+                        if d == i:
+                            read[i] += b
+                for _, b in self.out_edges[i]:
+                    made[i] += b
+            self._edges = (ptr, dst, read, made)
+        return self._edges
 
 
 def graph_features(graph: OpGraph) -> GraphFeatures:
@@ -125,95 +145,99 @@ def graph_features(graph: OpGraph) -> GraphFeatures:
 
 # ----------------------------------------------------------------------------- decoding rules
 class DecodeState:
-    """The legal moves and running features of one partially decoded plan.
+    """The legal moves and running features of `count` partially decoded plans, side by side.
 
-    Shared by training (driven by the label) and inference (driven by the net), so both see
-    exactly the same features and masks. Item index n means "cut here".
+    Shared by training (one plan, driven by the label) and inference (the greedy plan and the
+    samples, driven by the net), so both see exactly the same features and masks. Every field is
+    an array over the plans, so a decoding step costs a few numpy operations whatever the count
+    (no Python loop over the samples). Item index n means "cut here".
     """
 
-    def __init__(self, gf: GraphFeatures, num_stages: int) -> None:
+    def __init__(self, gf: GraphFeatures, num_stages: int, count: int = 1) -> None:
         self.gf = gf
         self.k = num_stages
         n = gf.n
         self.target = 1.0 / num_stages            # per-stage share of all parameter bytes
         # no plan beats the even share or the largest single node: the peak's lower bound
         self.lower_bound = max(self.target, float(gf.param_share.max()) if gf.n else 0.0)
-        self.stage = 0
-        self.stage_nodes = 0
-        self.cum_stage = 0.0                      # param share in the open stage
-        self.emitted_share = 0.0
-        self.emitted = 0
-        self.done = np.zeros(n, dtype=bool)
-        self.missing = np.array([len(p) for p in gf.preds])
-        self.ready: set[int] = {i for i in range(n) if self.missing[i] == 0}
-        self.frontier = 0.0                       # normalised bytes crossing a cut made now
-        self.stages = np.zeros(n, dtype=np.int64)
+        self.stage = np.zeros(count, dtype=np.int64)
+        self.stage_nodes = np.zeros(count, dtype=np.int64)
+        self.cum_stage = np.zeros(count)          # param share in the open stage
+        self.emitted_share = np.zeros(count)
+        self.emitted = np.zeros(count, dtype=np.int64)
+        indegree = np.array([len(p) for p in gf.preds], dtype=np.int64)
+        self.missing = np.tile(indegree, (count, 1))
+        self.ready = np.tile(indegree == 0, (count, 1))
+        self.frontier = np.zeros(count)           # normalised bytes crossing a cut made now
+        self.stages = np.zeros((count, n), dtype=np.int64)
+        self._edges = gf.memo_edges()
 
     @property
     def finished(self) -> bool:
-        return self.emitted == self.gf.n
+        return bool((self.emitted == self.gf.n).all())
 
-    def cut_allowed(self) -> bool:
-        return self.stage < self.k - 1 and self.stage_nodes > 0
+    def cut_allowed(self) -> np.ndarray:
+        return (self.stage < self.k - 1) & (self.stage_nodes > 0)
 
-    def node_allowed(self) -> bool:
+    def node_allowed(self) -> np.ndarray:
         left_after = self.gf.n - self.emitted - 1
         return left_after >= self.k - 1 - self.stage
 
     def mask(self) -> np.ndarray:
-        m = np.zeros(self.gf.n + 1, dtype=bool)
-        if self.node_allowed():
-            m[list(self.ready)] = True
-        if self.cut_allowed():
-            m[self.gf.n] = True
-        return m
+        """[count, N+1]: the ready nodes (while enough nodes remain for the stages left) and the cut."""
+        return np.concatenate([self.ready & self.node_allowed()[:, None], self.cut_allowed()[:, None]], axis=1)
 
     def global_features(self) -> np.ndarray:
         n, k = self.gf.n, self.k
         left_stages = k - self.stage
         rest = 1.0 - self.emitted_share
-        return np.array(
+        return np.stack(
             [
                 self.stage / max(k - 1, 1),
                 (k - 1 - self.stage) / 5.0,
-                1.0 / k,
+                np.full(self.stage.shape, 1.0 / k),
                 self.cum_stage / self.target,
                 self.emitted_share,
                 self.emitted / n,
                 (rest / left_stages) / self.target,  # even share of what is left vs. the target
                 (self.emitted_share - self.target * self.stage) / self.target,
-                min(self.frontier, 3.0) / 3.0,
-                float(self.stage_nodes > 0),
-                self.lower_bound / self.target - 1.0,
-                min((rest / max(left_stages - 1, 1)) / self.target, 3.0),  # even share if cut now
+                np.minimum(self.frontier, 3.0) / 3.0,
+                (self.stage_nodes > 0).astype(np.float64),
+                np.full(self.stage.shape, self.lower_bound / self.target - 1.0),
+                np.minimum((rest / np.maximum(left_stages - 1, 1)) / self.target, 3.0),  # even share if cut now
             ],
-            dtype=np.float32,
-        )
+            axis=1,
+        ).astype(np.float32)
 
-    def step(self, item: int) -> None:
+    def step(self, items: np.ndarray) -> None:
+        """Take item `items[r]` in plan r: a node into its open stage, or the cut (item n)."""
         n = self.gf.n
-        if item == n:
-            self.stage += 1
-            self.stage_nodes = 0
-            self.cum_stage = 0.0
+        items = np.asarray(items, dtype=np.int64)
+        cut = items == n
+        self.stage[cut] += 1
+        self.stage_nodes[cut] = 0
+        self.cum_stage[cut] = 0.0
+        rows = np.flatnonzero(~cut)
+        if not rows.size:
             return
-        self.done[item] = True
-        self.ready.discard(item)
-        self.stages[item] = self.stage
-        self.stage_nodes += 1
-        self.emitted += 1
-        share = float(self.gf.param_share[item])
-        self.cum_stage += share
-        self.emitted_share += share
-        for p in self.gf.preds[item]:  # tensors into `item` no longer cross the frontier
-            for d, b in self.gf.out_edges[p]:
-                if d == item:
-                    self.frontier -= b
-        for d, b in self.gf.out_edges[item]:
-            self.frontier += b
-            self.missing[d] -= 1
-            if self.missing[d] == 0:
-                self.ready.add(d)
+        nodes = items[rows]
+        self.ready[rows, nodes] = False
+        self.stages[rows, nodes] = self.stage[rows]
+        self.stage_nodes[rows] += 1
+        self.emitted[rows] += 1
+        share = self.gf.param_share[nodes]
+        self.cum_stage[rows] += share
+        self.emitted_share[rows] += share
+        ptr, dst, read_bytes, made_bytes = self._edges
+        # tensors into the node no longer cross the frontier; its outputs now do
+        self.frontier[rows] = self.frontier[rows] - read_bytes[nodes] + made_bytes[nodes]
+        counts = ptr[nodes + 1] - ptr[nodes]
+        if counts.sum():
+            edge_rows = np.repeat(rows, counts)
+            firsts = np.repeat(ptr[nodes] - np.cumsum(counts) + counts, counts)
+            succ = dst[firsts + np.arange(counts.sum())]
+            np.subtract.at(self.missing, (edge_rows, succ), 1)
+            self.ready[edge_rows, succ] |= self.missing[edge_rows, succ] == 0
 
 
 def teacher_trace(gf: GraphFeatures, num_stages: int, label_by_pos: np.ndarray) -> dict[str, np.ndarray]:
@@ -229,19 +253,19 @@ def teacher_trace(gf: GraphFeatures, num_stages: int, label_by_pos: np.ndarray) 
     last = n + 1  # start token
     for t in range(steps):
         prev[t] = last
-        glob[t] = st.global_features()
-        cum[t] = st.cum_stage / st.target
-        mask[t] = st.mask()
-        cands = [i for i in st.ready if label_by_pos[i] == st.stage]
-        if cands and st.node_allowed():
+        glob[t] = st.global_features()[0]
+        cum[t] = st.cum_stage[0] / st.target
+        mask[t] = st.mask()[0]
+        cands = np.flatnonzero(st.ready[0] & (label_by_pos == st.stage[0]))
+        if cands.size and st.node_allowed()[0]:
             tgt[t, cands] = True
-            item = min(cands)
+            item = int(cands[0])
         else:
             tgt[t, n] = True
             item = n
         if not mask[t, item]:
             raise HiertuneError("label is not a valid partition (precedence or an empty stage); cannot imitate it")
-        st.step(item)
+        st.step(np.array([item]))
         last = item
     return {"prev": prev, "glob": glob, "cum": cum, "mask": mask, "target": tgt}
 
@@ -353,13 +377,13 @@ class PointerNet(nn.Module):
         return total / count
 
     # -- inference -----------------------------------------------------------------------
-    @torch.no_grad()
+    @torch.inference_mode()
     def decode(self, gf: GraphFeatures, num_stages: int, sample: bool = False,
                generator: torch.Generator | None = None) -> np.ndarray:
         """Stage per topological position; greedy unless `sample`."""
         return self.decode_many(gf, num_stages, 1, sample, generator)[0]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def decode_many(self, gf: GraphFeatures, num_stages: int, count: int, sample: bool = False,
                     generator: torch.Generator | None = None, greedy_first: bool = False) -> np.ndarray:
         """`count` plans [count, N] decoded side by side (one encoder pass, batched decoder steps).
@@ -374,14 +398,14 @@ class PointerNet(nn.Module):
         ref = self.w_ref(items[:-1]).unsqueeze(0)
         hx, cx = hx.expand(count, -1), cx.expand(count, -1)
         share_t = torch.from_numpy(gf.param_share.astype(np.float32)).unsqueeze(0).expand(count, -1) * num_stages
-        states = [DecodeState(gf, num_stages) for _ in range(count)]
+        states = DecodeState(gf, num_stages, count)
         last = torch.full((count,), gf.n + 1, dtype=torch.long)
         first = 1 if greedy_first else 0  # the first sampled row
         for _ in range(gf.n + num_stages - 1):  # every legal sequence has exactly this length
-            glob = torch.from_numpy(np.stack([st.global_features() for st in states]))
+            glob = torch.from_numpy(states.global_features())
             hx, cx = self.cell_step(item_gates[last], glob, hx, cx, state_weight)
-            cum = torch.tensor([st.cum_stage / st.target for st in states], dtype=torch.float32)
-            mask_np = np.stack([st.mask() for st in states])
+            cum = torch.from_numpy((states.cum_stage / states.target).astype(np.float32))
+            mask_np = states.mask()
             # score only the legal items (the ready nodes and the cut): O(|ready|), not O(N), per step
             cols = torch.from_numpy(np.flatnonzero(mask_np.any(0)))
             has_cut = bool(mask_np[:, gf.n].any())  # the cut is item n, the last of `cols`
@@ -395,10 +419,9 @@ class PointerNet(nn.Module):
                 sub = torch.from_numpy(np.flatnonzero(mask_np[first:].any(0)[cols.numpy()]))
                 drawn = torch.multinomial(torch.softmax(lg[first:][:, sub], -1), 1, generator=generator)[:, 0]
                 last[first:] = cols[sub[drawn]]
-            for st, item in zip(states, last.tolist()):
-                st.step(item)
-        assert all(st.finished for st in states)
-        return np.stack([st.stages for st in states])
+            states.step(last.numpy())
+        assert states.finished
+        return states.stages
 
 
 def _bmm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
