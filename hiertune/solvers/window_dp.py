@@ -86,7 +86,13 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
     for b in range(num_stages - 1):
         base = sum(bit[v] for v in np.flatnonzero(hi <= b).tolist())
         free = set(np.flatnonzero((lo <= b) & (hi > b)).tolist())
-        lattice = ideal_lattice(graph, budget, deadline, base=base, free=free)
+        try:
+            lattice = ideal_lattice(graph, budget, deadline, base=base, free=free)
+        except IdealDpLimitError as err:
+            if time.perf_counter() > deadline:
+                raise
+            raise IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around its "
+                                    "boundaries (too wide for the window DP); use an ILP solver") from err
         budget -= lattice.size
         layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
     layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
