@@ -8,8 +8,8 @@ model zoo, the solvers and the pointer network:
      "nodes": [{"name": "conv1", "op": "CONV_2D", "param_bytes": 9408, "macs": 118013952}, ...],
      "edges": [[src_index, dst_index, tensor_bytes], ...]}
 
-`macs` is optional (graphs imported from .tflite / .onnx files carry it; the committed zoo JSON,
-written before it existed, does not) and written only when known.
+`macs` is optional and written only when known: graphs imported from .tflite / .onnx files
+carry it, Keras layer graphs and zoo JSON written from no .tflite at hand do not.
 """
 
 from __future__ import annotations

@@ -579,8 +579,8 @@ def _macs_phase(pm: PartitionModel) -> Phase:
     macs = graph_arrays(pm.graph).macs
     if not macs.any():
         raise PartitionError(
-            f"graph {pm.graph.name!r} carries no per-operator MACs (the zoo's JSON graphs do not): "
-            "partition its .tflite or .onnx file, or drop macs from --objectives"
+            f"graph {pm.graph.name!r} carries no per-operator MACs (graph JSON written without them, e.g. "
+            "the zoo's Keras forms): partition its .tflite or .onnx file, or drop macs from --objectives"
         )
     pm.max_macs_var, objective = _largest_stage_sum(pm, macs, "max_macs")
     return Phase("macs", objective, int(pm.lm.lb[pm.max_macs_var]))
