@@ -19,7 +19,7 @@ from hiertune.solvers.backends import (
     gurobi_full_licence,
     solve_linear,
 )
-from hiertune.solvers.linear import LinearModel
+from hiertune.solvers.linear import LinExpr, LinearModel
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.zoo import load_zoo_graph
 from hiertune.solvers.ilp import (
@@ -291,3 +291,15 @@ def test_objective_order_is_configurable_and_checked():
         solve_partition(g, 2, IlpConfig(solver="ideal-dp", objectives=("peak", "off-cache", "comm", "macs")))
     with pytest.raises(PartitionError, match="no per-operator MACs"):
         solve_partition(small_graph(1, 8), 2, IlpConfig(objectives=("peak", "macs")))
+
+
+def test_expression_rows_read_as_written():
+    lm = LinearModel()
+    x, y = lm.add_var(0, 10), lm.add_var(0, 10)
+    lm.add_ge(LinExpr.var(x) - 3, LinExpr.var(y) + LinExpr(2))  # x - 3 >= y + 2
+    lm.add_le(LinExpr.var(x) + LinExpr.var(y), 12)
+    assert lm.rows == [({x: 1, y: -1}, 5, float("inf")), ({x: 1, y: 1}, float("-inf"), 12)]
+    lm.add_ge(LinExpr.var(x) - LinExpr.var(x), -1)  # a constant row that holds is dropped
+    with pytest.raises(ValueError, match="infeasible"):
+        lm.add_ge(LinExpr(1), 2)
+    assert solve_linear("cpsat", lm, {y: -1}, BackendSettings(time_limit_s=10)).values == [8, 3]

@@ -24,22 +24,8 @@ class LinExpr:
         self.terms = terms if terms is not None else {}
 
     @staticmethod
-    def var(index: int, coef: int = 1) -> LinExpr:
-        return LinExpr(0, {index: coef})
-
-    def add(self, other: LinExpr | int, factor: int = 1) -> LinExpr:
-        """In place: self += factor * other (the cheap way to sum many terms)."""
-        if isinstance(other, int):
-            self.const += factor * other
-            return self
-        self.const += factor * other.const
-        terms = self.terms
-        for i, c in other.terms.items():
-            terms[i] = terms.get(i, 0) + factor * c
-        return self
-
-    def copy(self) -> LinExpr:
-        return LinExpr(self.const, dict(self.terms))
+    def var(index: int) -> LinExpr:
+        return LinExpr(0, {index: 1})
 
     def __add__(self, other: LinExpr | int) -> LinExpr:
         return self._combined(other, 1)
@@ -56,14 +42,6 @@ class LinExpr:
         for i, c in other.terms.items():
             terms[i] = terms.get(i, 0) + sign * c
         return LinExpr(self.const + sign * other.const, terms)
-
-    def __mul__(self, factor: int) -> LinExpr:
-        return LinExpr(factor * self.const, {i: factor * c for i, c in self.terms.items()})
-
-    __rmul__ = __mul__
-
-    def value(self, values: list[int]) -> int:
-        return self.const + sum(c * values[i] for i, c in self.terms.items())
 
 
 @dataclass
