@@ -5,10 +5,13 @@ the model's TFLite operator graph, the model is split by each (bit-exactness che
 first input), and the same random inputs are streamed through K Ray stage actors; the two plans
 run alternately, `--repeats` times, best throughput kept (other tenants' load swings timings).
 Reported side by side with ratios: throughput, end-to-end latency, per-stage parameter bytes,
-peak stage parameters, off-cache parameters (8 MB Edge TPU cache) and the largest cut tensor.
+peak stage parameters, off-cache parameters (8 MB Edge TPU cache), the largest cut tensor and
+the slowest stage's MACs. `--objectives` adds Inc-ILP variants solved in other lexicographic
+orders (e.g. with the per-stage MACs objective), each from both initial plans.
 
     python bench/pipeline_plans.py [--models mobilenetv2,efficientnetb0,densenet121,inceptionv3]
                                    [--stages 2,3,4] [--inputs 40] [--repeats 2] [--gamma 10]
+                                   [--objectives "peak,off-cache,comm;peak,off-cache,macs,comm"]
 
 Writes bench/results/pipeline_plans.json and .png. The .tflite files come from
 bench/zoo/make_zoo.py (runs/zoo/, or bench/models/ for the committed ones).
@@ -30,9 +33,17 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 
-# Inc-ILP variants: the default (pointer-net start when its checkpoint loads) and one warm-started
-# from libcoral's own split, so the window can only improve on the baseline.
-VARIANTS = {"incilp": "auto", "incilp_lc": "libcoral"}
+# Inc-ILP variants per objective order: the default (pointer-net start when its checkpoint loads)
+# and one warm-started from libcoral's own split, so the window can only improve on the baseline.
+STARTS = {"incilp": "auto", "incilp_lc": "libcoral"}
+PAPER_ORDER = "peak,off-cache,comm"
+
+
+def variants(orders: list[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """label -> (initial plan, objective order); the paper's order keeps the plain labels."""
+    return {(label if order == PAPER_ORDER else f"{label}@{order}"): (initial, tuple(order.split(",")))
+            for order in orders for label, initial in STARTS.items()}
+
 DEFAULT_MODELS = "mobilenetv2,efficientnetb0,densenet121,inceptionv3"
 RESULTS = ROOT / "bench" / "results"
 
@@ -59,6 +70,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--gamma", type=float, default=10)
     parser.add_argument("--time-limit", type=float, default=120.0, help="ILP time limit per solve (s)")
+    parser.add_argument("--objectives", default=PAPER_ORDER,
+                        help="';'-separated lexicographic orders, one Inc-ILP variant pair each (see hiertune partition --help)")
     parser.add_argument("--out", default=str(RESULTS / "pipeline_plans.json"))
     args = parser.parse_args()
 
@@ -69,13 +82,15 @@ def main() -> None:
     from hiertune.platform.pipeline import PipelineConfig, random_inputs, run_pipeline
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.solvers.baselines import libcoral_partition
-    from hiertune.solvers.ilp import IlpConfig, evaluate_partition
+    from hiertune.solvers.ilp import IlpConfig, check_objectives, evaluate_partition, stage_macs
     from hiertune.platform.solver_actor import pointer_inc_ilp
     from hiertune.solvers.incilp import IncIlpConfig
     from hiertune.solvers.zoo import tflite_graph_from_file, zoo_tflite_path
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     ks = [int(k) for k in args.stages.split(",")]
+    orders = [",".join(check_objectives(o.split(","))) for o in args.objectives.split(";") if o.strip()]
+    plan_variants = variants(orders)
     init_ray(RayConfig(num_cpus=2))
     console = Console(width=170)
     work = Path(tempfile.mkdtemp(prefix="pipeline_plans_"))
@@ -95,10 +110,10 @@ def main() -> None:
             case = {"model": name, "stages": k, "nodes": graph.num_nodes,
                     "single_stage_throughput_per_s": single[name], "plans": {}}
             plans: dict[str, list[int]] = {}
-            for label, initial in VARIANTS.items():
+            for label, (initial, order) in plan_variants.items():
                 t0 = time.perf_counter()
                 inc = pointer_inc_ilp(graph, k, IncIlpConfig(gamma=args.gamma, initial=initial,
-                                                     ilp=IlpConfig(time_limit_s=args.time_limit)))
+                                                     ilp=IlpConfig(time_limit_s=args.time_limit, objectives=order)))
                 plans[label] = inc.stages
                 case[label] = {"solve_s": time.perf_counter() - t0, "optimal_in_window": inc.optimal,
                                "initial": inc.initial_source, "window": inc.window_size,
@@ -109,8 +124,10 @@ def main() -> None:
                 out = work / f"{name}_k{k}_{label}"
                 segs[label] = split_and_check(path, graph, stages, out)
                 peak, off, comm = evaluate_partition(graph, stages, k, IlpConfig().cache_bytes)
+                macs = stage_macs(graph, stages, k)
                 case["plans"][label] = {"objectives": {"peak_param_bytes": peak, "off_cache_bytes": off,
-                                                       "max_comm_bytes": comm},
+                                                       "max_comm_bytes": comm, "max_stage_macs": max(macs)},
+                                        "stage_macs": macs,
                                         "stage_param_bytes": [s.param_bytes for s in segs[label]["manifest"].segments],
                                         "bit_exact": segs[label]["bit_exact"], "runs": []}
             feeds = random_inputs(segs["libcoral"]["manifest"], args.inputs, seed=2)
@@ -129,13 +146,14 @@ def main() -> None:
                 case["plans"][label]["bottleneck_stage_ms"] = max(s["mean_ms"] for s in best["stages"])
             b = case["plans"]["libcoral"]
             case["ratios"] = {}
-            for label in VARIANTS:
+            for label in plan_variants:
                 a = case["plans"][label]
                 case["ratios"][label] = {
                     "throughput_over_libcoral": a["throughput_per_s"] / b["throughput_per_s"],
                     "e2e_p50_libcoral_over": b["e2e_p50_ms"] / a["e2e_p50_ms"],
                     "peak_param_libcoral_over": b["objectives"]["peak_param_bytes"] / max(a["objectives"]["peak_param_bytes"], 1),
                     "max_comm_libcoral_over": b["objectives"]["max_comm_bytes"] / max(a["objectives"]["max_comm_bytes"], 1),
+                    "max_stage_macs_libcoral_over": b["objectives"]["max_stage_macs"] / max(a["objectives"]["max_stage_macs"], 1),
                 }
             cases.append(case)
             bar.update()
@@ -145,64 +163,66 @@ def main() -> None:
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
     summary = {}
-    for label in VARIANTS:
+    for label in plan_variants:
         summary[label] = {
             "geomean_throughput_ratio": geomean([c["ratios"][label]["throughput_over_libcoral"] for c in cases]),
             "geomean_peak_param_ratio": geomean([c["ratios"][label]["peak_param_libcoral_over"] for c in cases]),
+            "geomean_max_stage_macs_ratio": geomean([c["ratios"][label]["max_stage_macs_libcoral_over"] for c in cases]),
             "peak_le_libcoral_all": all(
                 c["plans"][label]["objectives"]["peak_param_bytes"] <= c["plans"]["libcoral"]["objectives"]["peak_param_bytes"]
                 for c in cases),
         }
     summary["all_bit_exact"] = all(p["bit_exact"] for c in cases for p in c["plans"].values())
     result = {"benchmark": "pipeline_plans", "device": "cpu (LiteRT XNNPACK, 1 thread per stage, 2-core host)",
-              "inputs": args.inputs, "repeats": args.repeats, "gamma": args.gamma,
+              "inputs": args.inputs, "repeats": args.repeats, "gamma": args.gamma, "objective_orders": orders,
               "command": "python " + " ".join(sys.argv), **summary, "cases": cases}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
 
     table = Table(title="Inc-ILP (gamma=%g) vs libcoral plans as CPU pipelines; ratios > 1: Inc-ILP better" % args.gamma)
-    for col in ("model", "K", "thr K=1/s", "thr libcoral/s", "thr Inc-ILP/s", "thr ratio", "thr Inc-ILP(lc)/s",
-                "thr ratio(lc)", "peak MB libcoral", "peak MB Inc-ILP", "peak MB Inc-ILP(lc)", "exact"):
-        table.add_column(col, justify="right")
+    for col in ("model", "K", "plan", "thr/s", "thr ratio", "bottleneck ms", "max-stage MMACs", "MACs ratio",
+                "peak MB", "max comm KB", "exact"):
+        table.add_column(col, justify="left" if col == "plan" else "right")
     for c in cases:
-        p, r = c["plans"], c["ratios"]
-        table.add_row(c["model"], str(c["stages"]), f"{c['single_stage_throughput_per_s']:.1f}",
-                      f"{p['libcoral']['throughput_per_s']:.1f}",
-                      f"{p['incilp']['throughput_per_s']:.1f}", f"{r['incilp']['throughput_over_libcoral']:.2f}",
-                      f"{p['incilp_lc']['throughput_per_s']:.1f}", f"{r['incilp_lc']['throughput_over_libcoral']:.2f}",
-                      *(f"{p[x]['objectives']['peak_param_bytes'] / 1e6:.2f}" for x in ("libcoral", "incilp", "incilp_lc")),
-                      "yes" if all(v["bit_exact"] for v in p.values()) else "NO")
+        for label, p in c["plans"].items():
+            r = c["ratios"].get(label)
+            table.add_row(c["model"], str(c["stages"]), label, f"{p['throughput_per_s']:.1f}",
+                          f"{r['throughput_over_libcoral']:.2f}" if r else "1", f"{p['bottleneck_stage_ms']:.1f}",
+                          f"{p['objectives']['max_stage_macs'] / 1e6:.1f}",
+                          f"{r['max_stage_macs_libcoral_over']:.2f}" if r else "1",
+                          f"{p['objectives']['peak_param_bytes'] / 1e6:.2f}", f"{p['objectives']['max_comm_bytes'] / 1e3:.1f}",
+                          "yes" if p["bit_exact"] else "NO")
     console.print(table)
-    for label in VARIANTS:
+    for label in plan_variants:
         sm = summary[label]
         console.print(f"{label}: geomean throughput ratio {sm['geomean_throughput_ratio']:.3f}, geomean peak-parameter "
-                      f"ratio {sm['geomean_peak_param_ratio']:.3f}, peak <= libcoral everywhere: {sm['peak_le_libcoral_all']}")
+                      f"ratio {sm['geomean_peak_param_ratio']:.3f}, geomean max-stage-MACs ratio "
+                      f"{sm['geomean_max_stage_macs_ratio']:.3f}, peak <= libcoral everywhere: {sm['peak_le_libcoral_all']}")
     console.print(f"wrote {out}")
-    plot(cases, out.with_suffix(".png"))
+    plot(cases, list(plan_variants), out.with_suffix(".png"))
 
 
-def plot(cases: list[dict], path: Path) -> None:
+def plot(cases: list[dict], labels: list[str], path: Path) -> None:
     from hiertune.plotting import pyplot, save_figure
 
     plt = pyplot()
 
-    labels = [f"{c['model']}\nK={c['stages']}" for c in cases]
+    ticks = [f"{c['model']}\nK={c['stages']}" for c in cases]
     x = np.arange(len(cases))
-    w = 0.4
-    fig, axes = plt.subplots(2, 1, figsize=(max(8, len(cases) * 0.9), 7), sharex=True)
-    for j, (label, color) in enumerate((("incilp", "tab:blue"), ("incilp_lc", "tab:green"))):
-        name = "Inc-ILP" if label == "incilp" else "Inc-ILP from libcoral"
-        axes[0].bar(x + (j - 0.5) * w, [c["ratios"][label]["throughput_over_libcoral"] for c in cases], w,
-                    color=color, label=name)
-        axes[1].bar(x + (j - 0.5) * w, [c["ratios"][label]["peak_param_libcoral_over"] for c in cases], w,
-                    color=color, label=name)
+    w = 0.8 / len(labels)
+    fig, axes = plt.subplots(3, 1, figsize=(max(8, len(cases) * 0.3 * len(labels)), 9), sharex=True)
+    for j, label in enumerate(labels):
+        offset = (j - (len(labels) - 1) / 2) * w
+        for ax, key in zip(axes, ("throughput_over_libcoral", "peak_param_libcoral_over", "max_stage_macs_libcoral_over")):
+            ax.bar(x + offset, [c["ratios"][label][key] for c in cases], w, label=label)
     axes[0].set_ylabel("throughput ratio\nplan / libcoral")
     axes[1].set_ylabel("peak stage params\nlibcoral / plan")
+    axes[2].set_ylabel("max-stage MACs\nlibcoral / plan")
     for ax in axes:
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.legend(fontsize=8)
-    axes[1].set_xticks(x, labels, fontsize=7)
+    axes[0].legend(fontsize=7)
+    axes[2].set_xticks(x, ticks, fontsize=7)
     fig.suptitle("Inc-ILP vs libcoral pipeline plans (CPU stage actors)")
     save_figure(fig, path, dpi=120)
 

@@ -19,7 +19,7 @@ from hiertune.solvers.backends import (
     gurobi_full_licence,
     solve_linear,
 )
-from hiertune.solvers.linear import LinearModel
+from hiertune.solvers.linear import LinExpr, LinearModel
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.zoo import load_zoo_graph
 from hiertune.solvers.ilp import (
@@ -251,3 +251,55 @@ def test_cpsat_model_copy_follows_extensions_and_restarts_on_a_different_model()
     z = other.add_var(2, 5)
     assert solve_linear("cpsat", other, {z: 1}, settings, cpsat_model=shared).values == [2]
     assert len(shared.proto.constraints) == 0 and len(shared.proto.variables) == 1
+
+
+def _tied_chain() -> OpGraph:
+    """Six ops in a chain, parameters only at the ends and nothing worth shipping: every 2-stage
+    cut ties on the paper's three objectives, while the MACs make the middle cut the balanced one."""
+    params, macs = [10, 0, 0, 0, 0, 10], [100, 100, 100, 100, 100, 100]
+    return OpGraph("tied", [OpNode(f"n{i}", "CONV_2D", p, m) for i, (p, m) in enumerate(zip(params, macs))],
+                   [Edge(i, i + 1, 0) for i in range(5)])
+
+
+def test_the_macs_objective_picks_the_balanced_plan_among_ties():
+    g = _tied_chain()
+    lopsided = [0, 1, 1, 1, 1, 1]
+    paper = solve_partition(g, 2, IlpConfig(solver="cpsat"), hint=lopsided)
+    assert paper.stages == lopsided and paper.max_stage_macs == 500  # all three at their bounds: kept
+    for solver in SOLVERS:
+        res = solve_partition(g, 2, IlpConfig(solver=solver, objectives=("peak", "off-cache", "comm", "macs")),
+                              hint=lopsided)
+        assert res.optimal and res.objectives == paper.objectives  # the paper's three do not get worse
+        assert res.max_stage_macs == 300 < paper.max_stage_macs, solver
+        assert res.stages == [0, 0, 0, 1, 1, 1] and res.key == (*paper.objectives, 300)
+
+
+def test_objective_order_is_configurable_and_checked():
+    # a chain: a (40 B, 10 MACs) -> b (1 B, 100) -> c (1 B, 100), two stages
+    g = OpGraph("order", [OpNode("a", "X", 40, 10), OpNode("b", "X", 1, 100), OpNode("c", "X", 1, 100)],
+                [Edge(0, 1, 4), Edge(1, 2, 4)])
+    for solver in ("cpsat", "highs"):
+        peak_first = solve_partition(g, 2, IlpConfig(solver=solver, objectives=("peak", "macs")))
+        assert peak_first.stages == [0, 1, 1] and peak_first.key == (40, 200)
+        macs_first = solve_partition(g, 2, IlpConfig(solver=solver, objectives=("macs", "peak")))
+        assert macs_first.stages == [0, 0, 1] and macs_first.key == (110, 41)
+        assert macs_first.objectives == (41, 0, 4) and macs_first.max_stage_macs == 110
+    for bad in ((), ("peak", "peak"), ("peak", "latency")):
+        with pytest.raises(PartitionError, match="--objectives"):
+            solve_partition(g, 2, IlpConfig(objectives=bad))
+    with pytest.raises(PartitionError, match="--objectives"):  # the ideal DP does the paper's three only
+        solve_partition(g, 2, IlpConfig(solver="ideal-dp", objectives=("peak", "off-cache", "comm", "macs")))
+    with pytest.raises(PartitionError, match="no per-operator MACs"):
+        solve_partition(small_graph(1, 8), 2, IlpConfig(objectives=("peak", "macs")))
+
+
+def test_expression_rows_read_as_written():
+    lm = LinearModel()
+    x, y = lm.add_var(0, 10), lm.add_var(0, 10)
+    lm.add_ge(LinExpr.var(x) - 3, LinExpr.var(y) + LinExpr(2))  # x - 3 >= y + 2
+    lm.add_le(LinExpr.var(x) + LinExpr.var(y), 12)
+    assert lm.rows == [({x: 1, y: -1}, 5, float("inf")), ({x: 1, y: 1}, float("-inf"), 12)]
+    lm.add_ge(LinExpr.var(x) - LinExpr.var(x), -1)  # a constant row that holds is dropped
+    with pytest.raises(ValueError, match="infeasible"):
+        lm.add_ge(LinExpr(1), 2)
+    assert solve_linear("cpsat", lm, {y: -1}, BackendSettings(time_limit_s=10)).values == [8, 3]

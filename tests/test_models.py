@@ -51,6 +51,23 @@ def make():
 
 def broken():
     raise ValueError("weights file missing")
+
+
+class Block(nn.Module):
+    """What a transformer's transcendentals look like: exact and tanh GELU, softmax, tanh."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = nn.functional.gelu(self.fc(x)) + nn.functional.gelu(x, approximate="tanh")
+        return torch.softmax(h, dim=-1) + torch.tanh(h)
+
+
+def block():
+    torch.manual_seed(2)
+    return Block().eval(), (3 * torch.randn(2, 16),)
 '''
 
 
@@ -77,6 +94,24 @@ def test_torch_file_model_imports_and_matches_pytorch(torch_file, target) -> Non
     names = [t.name for t in model_workload(model, target).tasks]
     assert any("conv2d" in n for n in names) and any("matmul" in n for n in names), names
     check = check_outputs(model, build_untuned(model, target))
+    assert check.reference == "PyTorch" and check.ok, check
+
+
+def test_transcendentals_are_tuned_in_their_fast_form_and_still_match_pytorch(torch_file, target) -> None:
+    """GELU, softmax and tanh reach the tuners as TVM's vectorisable approximations (libm calls per
+    element otherwise), and the model compiled from those tasks still matches PyTorch."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.platform.compile_model import build_tuned
+    from hiertune.workloads.networks import fuse_for_tasks
+
+    model = load_model(f"{torch_file}:block")
+    script = fuse_for_tasks(model.relax_mod).script()
+    assert "fast_erf" in script and "fast_tanh" in script and "fast_softmax" in script
+    assert " T.erf(" not in script and " T.tanh(" not in script
+    empty = ms.database.MemoryDatabase()
+    check = check_outputs(model, build_tuned(model, empty, target))
     assert check.reference == "PyTorch" and check.ok, check
 
 

@@ -27,6 +27,15 @@ def _gamma(text: str) -> float:
     return value
 
 
+def _objectives(text: str) -> tuple[str, ...]:
+    from hiertune.solvers.ilp import check_objectives
+
+    try:
+        return check_objectives([name.strip() for name in text.split(",") if name.strip()])
+    except HiertuneError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     from hiertune.commands.config_args import field_default
     from hiertune.solvers.incilp import IncIlpConfig
@@ -58,6 +67,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, default=limit, help=limit_help)
     threads, threads_help = default("ilp.threads")
     parser.add_argument("--threads", type=int, default=threads, help=threads_help)
+    objectives, objectives_doc = field_default(IncIlpConfig, "ilp.objectives")
+    parser.add_argument("--objectives", type=_objectives, default=objectives, metavar="NAME,...",
+                        help=f"{objectives_doc} (default: {','.join(objectives)}); peak,off-cache,comm,macs "
+                             "balances the stages' compute among the plans the paper's three tie on")
     cache, cache_doc = field_default(IncIlpConfig, "ilp.cache_bytes")
     parser.add_argument("--cache-mb", type=float, default=cache / 1024**2,
                         help=f"{cache_doc.replace('bytes', 'MiB')} (default: {cache / 1024**2:g})")
@@ -74,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hiertune.solvers.baselines import libcoral_partition
     from hiertune.solvers.graph_source import load_graph
-    from hiertune.solvers.ilp import IlpConfig, evaluate_partition
+    from hiertune.solvers.ilp import PAPER_OBJECTIVES, IlpConfig, evaluate_partition
     from hiertune.solvers.incilp import IncIlpConfig
     from hiertune.solvers.plan_report import objectives_table, plan_dict, plot_partition, stage_table
 
@@ -86,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
                                ("--cache-mb", args.cache_mb, 0)):
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
+    if args.solver == "ideal-dp" and tuple(args.objectives) != PAPER_OBJECTIVES:
+        raise HiertuneError(f"--solver ideal-dp minimises {','.join(PAPER_OBJECTIVES)} only: drop --objectives "
+                            f"{','.join(args.objectives)} or use an ILP solver (cpsat, gurobi, highs)")
     console = Console()
     check_outputs(args, "out", "plot")
     graph = load_graph(args.model, args.form)
@@ -100,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         window=args.window,
         rounds=args.rounds,
         refine_cuts=not args.no_refine_cuts,
-        ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache),
+        ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache,
+                      objectives=args.objectives),
     )
     where = "in-process" if args.no_ray else "Ray solver actor"
     with console.status(f"partitioning {graph.name} ({graph.num_nodes} nodes) into {args.stages} stages "

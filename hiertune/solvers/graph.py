@@ -5,8 +5,11 @@ JSON form is the exchange format between importers (TFLite, Keras, synthetic), t
 model zoo, the solvers and the pointer network:
 
     {"name": "resnet50", "source": "tflite", "dtype": "int8",
-     "nodes": [{"name": "conv1", "op": "CONV_2D", "param_bytes": 9408}, ...],
+     "nodes": [{"name": "conv1", "op": "CONV_2D", "param_bytes": 9408, "macs": 118013952}, ...],
      "edges": [[src_index, dst_index, tensor_bytes], ...]}
+
+`macs` is optional and written only when known: graphs imported from .tflite / .onnx files
+carry it, Keras layer graphs and zoo JSON written from no .tflite at hand do not.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class OpNode:
     name: str
     op: str
     param_bytes: int
+    macs: int = 0  # multiply-accumulates of one inference (`solvers/op_macs.py`); 0: unknown
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,8 @@ class OpGraph:
             if e.src == e.dst:
                 raise GraphError(f"graph {self.name!r}: self-loop on node {e.src} ({self.nodes[e.src].name})")
         for v in self.nodes:
-            if v.param_bytes < 0:
-                raise GraphError(f"graph {self.name!r}: node {v.name!r} has negative param_bytes")
+            if v.param_bytes < 0 or v.macs < 0:
+                raise GraphError(f"graph {self.name!r}: node {v.name!r} has negative param_bytes or macs")
         self._memo.clear()
         self.topological_order()  # raises on a cycle
 
@@ -147,13 +151,18 @@ class OpGraph:
     def total_param_bytes(self) -> int:
         return sum(v.param_bytes for v in self.nodes)
 
+    @property
+    def total_macs(self) -> int:
+        return sum(v.macs for v in self.nodes)
+
     # ---------------------------------------------------------------- JSON
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "source": self.source,
             "dtype": self.dtype,
-            "nodes": [{"name": v.name, "op": v.op, "param_bytes": v.param_bytes} for v in self.nodes],
+            "nodes": [{"name": v.name, "op": v.op, "param_bytes": v.param_bytes, **({"macs": v.macs} if v.macs else {})}
+                      for v in self.nodes],
             "edges": [[e.src, e.dst, e.tensor_bytes] for e in self.edges],
         }
 
@@ -162,7 +171,8 @@ class OpGraph:
         if not isinstance(data, dict) or "nodes" not in data or "edges" not in data:
             raise GraphError(f"{origin}: not a hiertune graph (expected an object with 'nodes' and 'edges')")
         try:
-            nodes = [OpNode(str(n["name"]), str(n.get("op", "")), int(n.get("param_bytes", 0))) for n in data["nodes"]]
+            nodes = [OpNode(str(n["name"]), str(n.get("op", "")), int(n.get("param_bytes", 0)), int(n.get("macs", 0)))
+                     for n in data["nodes"]]
             edges = [Edge(int(s), int(d), int(b)) for s, d, b in data["edges"]]
         except (KeyError, TypeError, ValueError) as err:
             raise GraphError(f"{origin}: malformed node or edge entry ({err}); see hiertune/solvers/graph.py for the format") from None

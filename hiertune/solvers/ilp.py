@@ -6,10 +6,14 @@ cumulative form of the assignment x[v,k] (node v in stage k):
   monotone (y[v,b] <= y[v,b']) for b < b'; x[v,k] = y[v,k] - y[v,k-1] is a linear expression;
   precedence: y[u,b] >= y[w,b] per edge and boundary (a two-term row);
   every stage holds at least one node (a pipeline of K real segments);
-  (1) peak      P >= sum_v p_v x[v,k]                         minimise P, then fix P <= P*;
+  (1) peak      P >= sum_v p_v x[v,k]                         minimise P, fix P <= P*;
   (2) off-cache o_k >= sum_v p_v x[v,k] - cache, o_k >= 0       minimise sum o_k, fix <= O*;
   (3) comm      c[t,b] >= y[u,b] - y[w,b] for every consumer w of tensor t made by u
-                M >= sum_t bytes_t c[t,b] per boundary b         minimise M.
+                M >= sum_t bytes_t c[t,b] per boundary b         minimise M, fix M <= M*;
+  (4) macs      C >= sum_v macs_v x[v,k]   (not the paper's; opt-in)   minimise C.
+Each objective is one phase (`_peak_phase`, ...), built as its own block of variables and rows
+over `LinExpr`s; `IlpConfig.objectives` picks the phases and their order, and every phase's
+optimum is fixed the same way: a row `objective <= optimum` after that phase's rows.
 The cumulative variables hold the same plans as binary x[v,k] with sum_k x[v,k] = 1, with one
 variable fewer per node and no assignment row; on the zoo CP-SAT solves the whole graph about 2x
 faster in this form (a node with two allowed stages, most of an Inc-ILP window, is one Boolean).
@@ -24,7 +28,7 @@ import bisect
 import logging
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +46,7 @@ from hiertune.solvers.backends import (
     solve_linear,
 )
 from hiertune.solvers.graph import OpGraph
-from hiertune.solvers.linear import LinearModel
+from hiertune.solvers.linear import LinExpr, LinearModel
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,8 @@ EDGE_TPU_CACHE_BYTES = 8 * 1024**2  # on-chip parameter cache of one Edge TPU
 IDEAL_DP = "ideal-dp"  # the exact DP over the graph's ideals (or a window's), a backend beside the ILP's
 DEFAULT_MAX_IDEALS = 200_000  # the DPs' lattice limit when asked for by name
 Objectives = tuple[int, int, int]
+PAPER_OBJECTIVES = ("peak", "off-cache", "comm")  # the seed paper's lexicographic order
+OBJECTIVES = (*PAPER_OBJECTIVES, "macs")  # macs: the largest per-stage MACs (not in the paper)
 
 
 class PartitionError(HiertuneError):
@@ -74,6 +80,8 @@ class IlpConfig:
     """Solver random seed."""
     cpsat_parameters: dict[str, Any] = field(default_factory=default_cpsat_parameters)
     """Extra CP-SAT parameters ({} = CP-SAT's own defaults)."""
+    objectives: tuple[str, ...] = PAPER_OBJECTIVES
+    """Lexicographic objectives in solve order, out of peak, off-cache, comm, macs (macs: the slowest stage's MACs, needs a .tflite/.onnx graph; the ideal DP solves the paper's order only)."""
 
 
 @dataclass
@@ -88,6 +96,8 @@ class PartitionResult:
     num_rows: int = 0
     phases: list[str] = field(default_factory=list)
     fallback: str | None = None  # why another solver than the requested one ran
+    max_stage_macs: int = 0  # the slowest stage's MACs (0 when the graph carries none)
+    key: tuple[int, ...] = ()  # the configured objectives' values in solve order: what was minimised
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -112,6 +122,7 @@ class GraphArrays:
     scores plans many times per window)."""
 
     param: np.ndarray  # per node
+    macs: np.ndarray  # per node
     edge_src: np.ndarray
     edge_dst: np.ndarray
     producer: np.ndarray  # per tensor
@@ -128,6 +139,7 @@ def _graph_arrays(graph: OpGraph) -> GraphArrays:
     sizes = [len(ws) for _, _, ws in tens]
     return GraphArrays(
         param=ints(v.param_bytes for v in graph.nodes),
+        macs=ints(v.macs for v in graph.nodes),
         edge_src=ints(e.src for e in graph.edges),
         edge_dst=ints(e.dst for e in graph.edges),
         producer=ints(u for u, _, _ in tens),
@@ -195,6 +207,14 @@ def stage_param_bytes(graph: OpGraph, stages: list[int], num_stages: int) -> lis
     return _stage_memory(graph_arrays(graph), s, num_stages).tolist()
 
 
+def stage_macs(graph: OpGraph, stages: list[int], num_stages: int) -> list[int]:
+    """MACs per stage (the compute that sets a pipeline stage's time)."""
+    s = np.asarray(stages, dtype=np.int64)
+    macs = np.zeros(num_stages, dtype=np.int64)
+    np.add.at(macs, s, graph_arrays(graph).macs)
+    return macs.tolist()
+
+
 def boundary_comm_bytes(graph: OpGraph, stages: list[int], num_stages: int) -> list[int]:
     """Bytes crossing each boundary b (between stage b and b+1)."""
     s = np.asarray(stages, dtype=np.int64)
@@ -211,6 +231,17 @@ def evaluate_partition(
     comm = _boundary_comm(arrays, s, num_stages)
     return (int(mem.max()), int(np.maximum(mem - cache_bytes, 0).sum()),
             int(comm.max()) if comm.size else 0)
+
+
+def evaluate_objectives(graph: OpGraph, stages: list[int], num_stages: int, cache_bytes: int,
+                        objectives: tuple[str, ...] = PAPER_OBJECTIVES) -> tuple[int, ...]:
+    """The values of `objectives` (names out of OBJECTIVES) for a valid plan, in that order: the
+    key a lexicographic solve in that order minimises."""
+    peak, off, comm = evaluate_partition(graph, stages, num_stages, cache_bytes)
+    value = {"peak": peak, "off-cache": off, "comm": comm}
+    if "macs" in objectives:
+        value["macs"] = max(stage_macs(graph, stages, num_stages))
+    return tuple(value[name] for name in objectives)
 
 
 # ------------------------------------------------------------------------------ the model
@@ -266,6 +297,17 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
 
 
 @dataclass
+class Phase:
+    """One objective of the lexicographic solve: minimised over the model built so far, then
+    fixed at its optimum (a row `objective <= optimum`) before the next phase is added."""
+
+    name: str
+    objective: LinExpr
+    lower_bound: int  # no plan of the model beats it: a start that meets it needs no solve
+    size: tuple[int, int] = (0, 0)  # (variables, rows) of the model once this phase is built
+
+
+@dataclass
 class PartitionModel:
     """The built model plus the maps from stages to variable values (for hints and decoding)."""
 
@@ -279,42 +321,83 @@ class PartitionModel:
     off_vars: list[int] = field(default_factory=list)
     comm_vars: dict[tuple[int, int], int] = field(default_factory=dict)  # (tensor index, boundary)
     max_comm_var: int = -1
-    phase_sizes: list[tuple[int, int]] = field(default_factory=list)  # (vars, rows) after each phase
+    max_macs_var: int = -1
+    phases: list[Phase] = field(default_factory=list)  # in solve order
+    _stage_param: list[LinExpr] | None = field(default=None, repr=False)
 
-    def y(self, v: int, b: int) -> tuple[int, dict[int, int]]:
-        """[s_v <= b] as constant + terms: the cumulative variable of v's last allowed stage <= b."""
+    def y(self, v: int, b: int) -> LinExpr:
+        """[s_v <= b]: the cumulative variable of v's last allowed stage <= b (or a constant)."""
         ks = self.allowed[v]
         if b >= ks[-1]:
-            return 1, {}
+            return LinExpr(1)
         if b < ks[0]:
-            return 0, {}
-        return 0, {self.cum[v, bisect.bisect_right(ks, b) - 1]: 1}
+            return LinExpr(0)
+        return LinExpr(0, {self.cum[v, bisect.bisect_right(ks, b) - 1]: 1})
 
-    def x(self, v: int, j: int) -> tuple[int, dict[int, int]]:
-        """[s_v = allowed[v][j]] as constant + terms: y at that stage minus y at the one before."""
-        last = len(self.allowed[v]) - 1
-        const, terms = (1, {}) if j == last else (0, {self.cum[v, j]: 1})
-        if j > 0:
-            terms[self.cum[v, j - 1]] = -1
-        return const, terms
+    def fixed_sums(self, weights: np.ndarray) -> list[int]:
+        """sum_v w_v over the nodes fixed to each stage (what no solution can take away)."""
+        lo, hi = self.stage_range()
+        fixed = lo == hi
+        sums = np.zeros(self.num_stages, dtype=np.int64)
+        np.add.at(sums, lo[fixed], weights[fixed])
+        return sums.tolist()
 
-    def values(self, stages: list[int], phase: int) -> list[int]:
-        """Variable values of the plan `stages` for the first `phase` phases (a solver hint)."""
-        vals = [0] * self.phase_sizes[phase - 1][0]
+    def stage_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each node's first and last allowed stage."""
+        A = self.allowed
+        return (np.fromiter((ks[0] for ks in A), dtype=np.int64, count=len(A)),
+                np.fromiter((ks[-1] for ks in A), dtype=np.int64, count=len(A)))
+
+    def stage_sums(self, weights: np.ndarray) -> list[LinExpr]:
+        """sum_v w_v x[v,k] for every stage k. The fixed nodes' weights are the constant; a free
+        node's x[v,k_j] = y[v,k_j] - y[v,k_(j-1)] puts +w_v on y[v,k_j] in stage k_j and -w_v on it
+        in stage k_(j+1), and its last stage's x = 1 - y[.] adds w_v to that stage's constant."""
+        A, cum = self.allowed, self.cum
+        lo, hi = self.stage_range()
+        sums = [LinExpr(c) for c in self.fixed_sums(weights)]
+        w = weights.tolist()
+        for v in np.flatnonzero(lo < hi).tolist():
+            wv = w[v]
+            if not wv:
+                continue
+            ks = A[v]
+            sums[ks[-1]].const += wv
+            for j in range(len(ks) - 1):
+                i = cum[v, j]
+                here, after = sums[ks[j]].terms, sums[ks[j + 1]].terms
+                here[i] = here.get(i, 0) + wv
+                after[i] = after.get(i, 0) - wv
+        return sums
+
+    def stage_param(self) -> list[LinExpr]:
+        """Each stage's parameter bytes (shared by the peak and off-cache phases)."""
+        if self._stage_param is None:
+            self._stage_param = self.stage_sums(graph_arrays(self.graph).param)
+        return self._stage_param
+
+    def phase(self, name: str) -> Phase:
+        return next(p for p in self.phases if p.name == name)
+
+    def values(self, stages: list[int], phase: int | None = None) -> list[int]:
+        """Variable values of the plan `stages` (a solver hint), of the first `phase` phases' model
+        (all of it when None)."""
+        vals = [0] * self.lm.num_vars
         for (v, j), i in self.cum.items():
             vals[i] = int(stages[v] <= self.allowed[v][j])
         mem = stage_param_bytes(self.graph, stages, self.num_stages)
-        vals[self.peak_var] = max(mem)
-        if phase >= 2:
-            for k, i in enumerate(self.off_vars):
-                vals[i] = max(0, mem[k] - self.cache_bytes)
-        if phase >= 3:
+        if self.peak_var >= 0:
+            vals[self.peak_var] = max(mem)
+        for k, i in enumerate(self.off_vars):
+            vals[i] = max(0, mem[k] - self.cache_bytes)
+        if self.max_comm_var >= 0:
             tens = tensors(self.graph)
             for (t, b), i in self.comm_vars.items():
                 u, _, consumers = tens[t]
                 vals[i] = int(stages[u] <= b < max(stages[w] for w in consumers))
             vals[self.max_comm_var] = max(boundary_comm_bytes(self.graph, stages, self.num_stages), default=0)
-        return vals
+        if self.max_macs_var >= 0:
+            vals[self.max_macs_var] = max(stage_macs(self.graph, stages, self.num_stages))
+        return vals if phase is None else vals[: self.phases[phase - 1].size[0]]
 
     def decode(self, values: list[int]) -> list[int]:
         """Each node's stage: its first allowed stage whose cumulative variable is set."""
@@ -325,29 +408,21 @@ class PartitionModel:
         return stages
 
 
-def interval_peak_bound(param: list[int], allowed: list[list[int]], num_stages: int) -> int:
-    """The peak's lower bound from stage intervals: the nodes whose allowed stages all lie in
-    stages a..b fill those b - a + 1 stages, so some stage holds at least their mean. a = b gives
-    a stage's fixed nodes, the whole range the even split; in a window the intervals between
-    them are what bind (the nodes near a boundary can only go to its two sides)."""
+def interval_peak_bound(weights: list[int], allowed: list[list[int]], num_stages: int) -> int:
+    """The lower bound on the largest stage sum of `weights` (parameter bytes, MACs) from stage
+    intervals: the nodes whose allowed stages all lie in stages a..b fill those b - a + 1 stages,
+    so some stage holds at least their mean. a = b gives a stage's fixed nodes, the whole range
+    the even split; in a window the intervals between them are what bind (the nodes near a
+    boundary can only go to its two sides)."""
     lo = np.fromiter((ks[0] for ks in allowed), dtype=np.int64, count=len(allowed))
     hi = np.fromiter((ks[-1] for ks in allowed), dtype=np.int64, count=len(allowed))
-    weights = np.asarray(param, dtype=np.int64)
+    w = np.asarray(weights, dtype=np.int64)
     best = 0
     for a in range(num_stages):
-        inside = weights * (lo >= a)
+        inside = w * (lo >= a)
         for b in range(a, num_stages):
             best = max(best, -(-int(inside[hi <= b].sum()) // (b - a + 1)))
     return best
-
-
-def _add_scaled(expr: tuple[int, dict[int, int]], const: int, terms: dict[int, int],
-                factor: int) -> tuple[int, dict[int, int]]:
-    """expr + factor * (const + terms), for expressions kept as (constant, {var: coefficient})."""
-    total, acc = expr
-    for i, c in terms.items():
-        acc[i] = acc.get(i, 0) + factor * c
-    return total + factor * const, acc
 
 
 def _order_array(graph: OpGraph) -> np.ndarray:
@@ -373,120 +448,161 @@ def prepare_graph(graph: OpGraph) -> None:
     graph.memo("ilp.order", _order_array)
 
 
-def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list[set[int]] | None) -> PartitionModel:
+def check_objectives(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The objective order as a tuple, or one error naming the flag and the choices."""
+    names = tuple(names)
+    bad = [n for n in names if n not in OBJECTIVES]
+    if not names or bad or len(set(names)) != len(names):
+        raise PartitionError(
+            f"--objectives {','.join(names) or '(empty)'}: give distinct objectives out of "
+            f"{', '.join(OBJECTIVES)} in solve order (the paper's: {','.join(PAPER_OBJECTIVES)})"
+        )
+    return names
+
+
+def build_model(graph: OpGraph, num_stages: int, cache_bytes: int, allowed: list[set[int]] | None,
+                objectives: tuple[str, ...] = PAPER_OBJECTIVES) -> PartitionModel:
+    """The partition model (see the module docstring): the stage structure, then one block of
+    variables and rows per objective, in solve order."""
     if num_stages < 1:
         raise PartitionError(f"--stages must be at least 1 (got {num_stages})")
     if num_stages > graph.num_nodes:
         raise PartitionError(
             f"{num_stages} stages need at least as many nodes; {graph.name!r} has {graph.num_nodes}"
         )
-    K = num_stages
-    pm = PartitionModel(graph, K, cache_bytes, propagate_allowed(graph, K, allowed))
-    lm, A = pm.lm, pm.allowed
-    arrays = graph_arrays(graph)
-    param = arrays.param.tolist()
-    total = sum(param)
-    lo = np.fromiter((ks[0] for ks in A), dtype=np.int64, count=len(A))
-    hi = np.fromiter((ks[-1] for ks in A), dtype=np.int64, count=len(A))
-    fixed = lo == hi
+    pm = PartitionModel(graph, num_stages, cache_bytes, propagate_allowed(graph, num_stages, allowed))
+    _add_structure(pm)
+    for name in check_objectives(objectives):
+        phase = _PHASE_BUILDERS[name](pm)
+        phase.size = (pm.lm.num_vars, pm.lm.num_rows)
+        pm.phases.append(phase)
+    return pm
 
-    # phase 1: cumulative variables, non-empty stages, precedence, peak. Each stage's node count
-    # and parameter bytes are linear in the cumulative variables: a constant (fixed nodes, and
-    # the x[v,k] = 1 - y[v,k'] of a node's last stage) plus terms.
-    fixed_count = np.bincount(lo[fixed], minlength=K).tolist()
-    fixed_mem = np.zeros(K, dtype=np.int64)
-    np.add.at(fixed_mem, lo[fixed], arrays.param[fixed])
-    fixed_mem = fixed_mem.tolist()
-    count = [(0, {}) for _ in range(K)]
-    mem = [(fixed_mem[k], {}) for k in range(K)]
-    for v in np.flatnonzero(~fixed).tolist():
+
+def _add_structure(pm: PartitionModel) -> None:
+    """Cumulative variables (monotone in b), non-empty stages, precedence y[u,b] >= y[w,b]."""
+    lm, A, K = pm.lm, pm.allowed, pm.num_stages
+    lo, hi = pm.stage_range()
+    for v in np.flatnonzero(lo < hi).tolist():
         ks = A[v]
         for j in range(len(ks) - 1):
             pm.cum[v, j] = lm.add_var(0, 1, f"y[{v},{ks[j]}]")
             if j:
-                lm.add_row({pm.cum[v, j - 1]: 1, pm.cum[v, j]: -1}, hi=0)  # y[v,b] <= y[v,b']
-        for j, k in enumerate(ks):
-            const, terms = pm.x(v, j)
-            count[k] = _add_scaled(count[k], const, terms, 1)
-            mem[k] = _add_scaled(mem[k], const, terms, param[v])
-    for k in range(K):
-        if fixed_count[k]:
-            continue
-        const, terms = count[k]
-        if not terms and const < 1:
+                lm.add_le(LinExpr.var(pm.cum[v, j - 1]), LinExpr.var(pm.cum[v, j]))  # y[v,b] <= y[v,b']
+    ones = np.ones(len(A), dtype=np.int64)
+    for k, (fixed, count) in enumerate(zip(pm.fixed_sums(ones), pm.stage_sums(ones))):
+        if fixed:
+            continue  # a fixed node keeps the stage non-empty
+        if not count.terms and count.const < 1:
             raise PartitionError(f"stage {k} can hold no node under the allowed stages: widen the window")
-        lm.add_row(terms, 1 - const)
-    pair_src, pair_dst = graph.memo("ilp.node_pairs", _node_pairs)
+        lm.add_ge(count, 1)
+    pair_src, pair_dst = pm.graph.memo("ilp.node_pairs", _node_pairs)
     open_pairs = np.flatnonzero(lo[pair_dst] < np.minimum(hi[pair_src], K - 1))  # others: both ends fixed
     for u, w in zip(pair_src[open_pairs].tolist(), pair_dst[open_pairs].tolist()):
         for b in range(A[w][0], min(A[u][-1], K - 1)):
-            cu, tu = pm.y(u, b)
-            cw, tw = pm.y(w, b)
-            terms = dict(tu)
-            for i, c in tw.items():
-                terms[i] = terms.get(i, 0) - c
-            lm.add_row(terms, cw - cu)  # y(u,b) - y(w,b) >= 0
-    peak_lb = max(max(param), interval_peak_bound(param, A, K))
-    pm.peak_var = lm.add_var(peak_lb, max(total, peak_lb), "peak")
-    for k in range(K):
-        const, terms = mem[k]
-        lm.add_row({pm.peak_var: 1, **{i: -c for i, c in terms.items()}}, const)  # P - mem_k >= 0
-    pm.phase_sizes.append((lm.num_vars, lm.num_rows))
+            lm.add_ge(pm.y(u, b), pm.y(w, b))
 
-    # phase 2: off-cache bytes per stage
-    for k in range(K):
-        const, terms = mem[k]
-        o = lm.add_var(max(0, fixed_mem[k] - cache_bytes), total, f"off[{k}]")
+
+def _largest_stage_sum(pm: PartitionModel, weights: np.ndarray, name: str) -> tuple[int, LinExpr]:
+    """A variable Z >= every stage's sum of `weights`, bounded below by the interval bound."""
+    lb = max(int(weights.max()), interval_peak_bound(weights.tolist(), pm.allowed, pm.num_stages))
+    z = pm.lm.add_var(lb, max(int(weights.sum()), lb), name)
+    sums = pm.stage_param() if name == "peak" else pm.stage_sums(weights)
+    for stage_sum in sums:
+        pm.lm.add_ge(LinExpr.var(z), stage_sum)
+    return z, LinExpr.var(z)
+
+
+def _peak_phase(pm: PartitionModel) -> Phase:
+    """(1) P >= sum_v p_v x[v,k] for every stage k; minimise P."""
+    pm.peak_var, objective = _largest_stage_sum(pm, graph_arrays(pm.graph).param, "peak")
+    return Phase("peak", objective, int(pm.lm.lb[pm.peak_var]))
+
+
+def _off_cache_phase(pm: PartitionModel) -> Phase:
+    """(2) o_k >= sum_v p_v x[v,k] - cache, o_k >= 0; minimise sum_k o_k. Bounded below by each
+    stage's fixed excess over the cache and the total excess over K caches."""
+    objective = LinExpr()
+    fixed = pm.fixed_sums(graph_arrays(pm.graph).param)
+    for k, mem in enumerate(pm.stage_param()):
+        o = pm.lm.add_var(max(0, fixed[k] - pm.cache_bytes), pm.graph.total_param_bytes, f"off[{k}]")
         pm.off_vars.append(o)
-        lm.add_row({o: 1, **{i: -c for i, c in terms.items()}}, const - cache_bytes)  # o_k >= mem_k - cache
-    pm.phase_sizes.append((lm.num_vars, lm.num_rows))
+        pm.lm.add_ge(LinExpr.var(o), mem - pm.cache_bytes)
+        objective.terms[o] = 1
+    total_excess = max(0, pm.graph.total_param_bytes - pm.num_stages * pm.cache_bytes)
+    return Phase("off-cache", objective, max(total_excess, sum(int(pm.lm.lb[o]) for o in pm.off_vars)))
 
-    # phase 3: communication across each boundary. Tensor t of producer u crosses boundary b
-    # surely when u is in a stage <= b and some consumer w in one > b whatever the free nodes
-    # do (hi_u <= b < max_w lo_w): a constant, summed over all tensors at once. It may
-    # cross only for lo_u <= b < max_w hi_w; those boundaries get a variable c[t,b] with one
-    # row per consumer that can still be after b.
-    tens = tensors(graph)
-    comm_terms: list[dict[int, int]] = [{} for _ in range(K - 1)]
-    const_comm = [0] * (K - 1)
+
+def _comm_phase(pm: PartitionModel) -> Phase:
+    """(3) c[t,b] >= y[u,b] - y[w,b] for every consumer w of tensor t made by u,
+    M >= sum_t bytes_t c[t,b] per boundary b; minimise M.
+
+    Tensor t of producer u crosses boundary b surely when u is in a stage <= b and some consumer
+    w in one > b whatever the free nodes do (hi_u <= b < max_w lo_w): a constant, summed over all
+    tensors at once. It may cross only for lo_u <= b < max_w hi_w; those boundaries get a
+    variable c[t,b] with one row per consumer that can still be after b."""
+    lm, K = pm.lm, pm.num_stages
+    arrays = graph_arrays(pm.graph)
+    lo, hi = pm.stage_range()
+    tens = tensors(pm.graph)
+    crossing = [LinExpr() for _ in range(K - 1)]  # bytes over each boundary
     if tens:
         first, reach_lo, reach_hi = arrays.first_consumer, lo[arrays.consumers], hi[arrays.consumers]
         last_lo, last_hi = np.maximum.reduceat(reach_lo, first), np.maximum.reduceat(reach_hi, first)
         sure_from = hi[arrays.producer]
-        const_comm = _crossing_bytes(arrays.nbytes, sure_from, np.maximum(last_lo, sure_from), K).tolist()
+        sure = _crossing_bytes(arrays.nbytes, sure_from, np.maximum(last_lo, sure_from), K).tolist()
+        for b, nbytes in enumerate(sure):
+            crossing[b].const = nbytes
         open_tensors = (lo[arrays.producer] < last_hi) & ((sure_from > lo[arrays.producer]) | (last_hi > last_lo))
         for t in np.flatnonzero(open_tensors & (arrays.nbytes > 0)).tolist():
             u, nbytes, consumers = tens[t]
             for b in range(int(lo[u]), int(last_hi[t])):
                 if sure_from[t] <= b < last_lo[t]:
                     continue  # a sure crossing, counted above
-                cu, tu = pm.y(u, b)
                 c = lm.add_var(0, 1, f"c[{t},{b}]")
                 pm.comm_vars[t, b] = c
+                yu = pm.y(u, b)
                 for w in consumers:
                     if hi[w] <= b:
                         continue  # w is surely at or before b: its row would be c >= y_u - 1
-                    cw, tw = pm.y(w, b)
-                    row = {c: 1, **{i: -coef for i, coef in tu.items()}}
-                    for i, coef in tw.items():
-                        row[i] = row.get(i, 0) + coef
-                    lm.add_row(row, cu - cw)  # c >= y(u,b) - y(w,b)
-                comm_terms[b][c] = nbytes
-    max_const = max(const_comm, default=0)
-    pm.max_comm_var = lm.add_var(max_const, max(int(arrays.nbytes.sum()), max_const), "max_comm")
-    for b in range(K - 1):
-        row = {pm.max_comm_var: 1}
-        row.update({i: -nb for i, nb in comm_terms[b].items()})
-        lm.add_row(row, const_comm[b])
-    pm.phase_sizes.append((lm.num_vars, lm.num_rows))
-    return pm
+                    lm.add_ge(LinExpr.var(c), yu - pm.y(w, b))
+                crossing[b].terms[c] = nbytes
+    lb = max((e.const for e in crossing), default=0)
+    pm.max_comm_var = lm.add_var(lb, max(int(arrays.nbytes.sum()), lb), "max_comm")
+    for expr in crossing:
+        lm.add_ge(LinExpr.var(pm.max_comm_var), expr)
+    return Phase("comm", LinExpr.var(pm.max_comm_var), lb)
 
 
-def _phase_model(pm: PartitionModel, phase: int, bounds: list[tuple[dict[int, int], int]]) -> LinearModel:
-    nv, nr = pm.phase_sizes[phase - 1]
-    lm = LinearModel(pm.lm.lb[:nv], pm.lm.ub[:nv], pm.lm.names[:nv], pm.lm.rows[:nr])
-    for terms, hi in bounds:
-        lm.add_row(terms, hi=hi)
+def _macs_phase(pm: PartitionModel) -> Phase:
+    """(4, not the paper's) C >= sum_v macs_v x[v,k] for every stage k; minimise C: among the
+    plans the three before it tie on, the one whose slowest stage computes least."""
+    macs = graph_arrays(pm.graph).macs
+    if not macs.any():
+        raise PartitionError(
+            f"graph {pm.graph.name!r} carries no per-operator MACs (graph JSON written without them, e.g. "
+            "the zoo's Keras forms): partition its .tflite or .onnx file, or drop macs from --objectives"
+        )
+    pm.max_macs_var, objective = _largest_stage_sum(pm, macs, "max_macs")
+    return Phase("macs", objective, int(pm.lm.lb[pm.max_macs_var]))
+
+
+_PHASE_BUILDERS = {"peak": _peak_phase, "off-cache": _off_cache_phase, "comm": _comm_phase, "macs": _macs_phase}
+
+
+def _phase_model(pm: PartitionModel, phase: int, optima: list[int]) -> LinearModel:
+    """The model of the first `phase` phases, each earlier phase's objective fixed at its optimum
+    right after that phase's rows: every phase's model extends the one before (what CP-SAT's
+    incremental copy needs)."""
+    nv = pm.phases[phase - 1].size[0]
+    lm = LinearModel(pm.lm.lb[:nv], pm.lm.ub[:nv], pm.lm.names[:nv], [])
+    start = 0
+    for q in range(phase):
+        end = pm.phases[q].size[1]
+        lm.rows.extend(pm.lm.rows[start:end])
+        start = end
+        if q < phase - 1:
+            lm.add_le(pm.phases[q].objective, optima[q])
     return lm
 
 
@@ -500,7 +616,7 @@ def choose_solver(requested: str, pm: PartitionModel) -> tuple[str, str | None]:
     if not gurobi_available():
         why = "gurobipy is not installed or its licence does not validate; using CP-SAT"
         return "cpsat", (why if requested == "gurobi" else None)
-    if gurobi_fits(pm.lm, extra_rows=2) or gurobi_full_licence():
+    if gurobi_fits(pm.lm, extra_rows=len(pm.phases) - 1) or gurobi_full_licence():  # + the fixing rows
         return "gurobi", None
     if requested == "auto":
         return "cpsat", None
@@ -520,27 +636,36 @@ def solve_partition(
     fit `window_dp.WINDOW_MAX_IDEALS`, else, like a whole graph, by Gurobi or CP-SAT. The
     result's `solver` names the method that ran."""
     config = config or IlpConfig()
+    objectives = check_objectives(config.objectives)
     window = allowed is not None and any(len(a) < num_stages for a in allowed)
     if config.solver == IDEAL_DP:
+        if objectives != PAPER_OBJECTIVES:
+            raise PartitionError(
+                f"the ideal DP minimises {','.join(PAPER_OBJECTIVES)} in that order only, not --objectives "
+                f"{','.join(objectives)}; drop --objectives or use an ILP solver (cpsat, gurobi, highs)"
+            )
         from hiertune.solvers.ideal_dp import ideal_partition
         from hiertune.solvers.window_dp import window_partition
 
         if window:
-            return window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s,
-                                    max_ideals=DEFAULT_MAX_IDEALS, max_pairs=DEFAULT_MAX_IDEALS**2)
-        return ideal_partition(graph, num_stages, config.cache_bytes, hint, config.time_limit_s)
+            res = window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s,
+                                   max_ideals=DEFAULT_MAX_IDEALS, max_pairs=DEFAULT_MAX_IDEALS**2)
+        else:
+            res = ideal_partition(graph, num_stages, config.cache_bytes, hint, config.time_limit_s)
+        return _dp_result(graph, num_stages, res)
     dp_note = None
-    if config.solver == "auto" and window:
+    if config.solver == "auto" and window and objectives == PAPER_OBJECTIVES:
         from hiertune.solvers.ideal_dp import IdealDpLimitError
         from hiertune.solvers.window_dp import window_partition
 
         try:  # a window's intervals are usually tiny: the DP is exact and far faster than the ILP
-            return window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s)
+            res = window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s)
+            return _dp_result(graph, num_stages, res)
         except IdealDpLimitError as err:
             dp_note = f"ideal-dp: {err}; solved by the ILP"
     start = time.perf_counter()
     cpu_start = time.process_time()
-    pm = build_model(graph, num_stages, config.cache_bytes, allowed)
+    pm = build_model(graph, num_stages, config.cache_bytes, allowed, objectives)
     solver, fallback = choose_solver(config.solver, pm)
     if fallback:
         _warn(fallback)
@@ -549,17 +674,17 @@ def solve_partition(
         if any(hint[v] not in ks for v, ks in enumerate(pm.allowed)):
             hint = None  # outside the window: useless as a start
     try:
-        stages, objectives, optimal, phases = _lexicographic(pm, solver, config, start, hint)
+        stages, key, optimal, phases = _lexicographic(pm, solver, config, start, hint)
     except GurobiSizeLimitError as err:
         fallback = f"{err}; falling back to CP-SAT"
         _warn(fallback)
         solver = "cpsat"
-        stages, objectives, optimal, phases = _lexicographic(pm, solver, config, start, hint)
+        stages, key, optimal, phases = _lexicographic(pm, solver, config, start, hint)
     if dp_note:
         phases.insert(0, dp_note)
     return PartitionResult(
         stages=stages,
-        objectives=objectives,
+        objectives=evaluate_partition(graph, stages, num_stages, config.cache_bytes),
         solve_seconds=time.perf_counter() - start,
         optimal=optimal,
         solver=solver,
@@ -568,7 +693,14 @@ def solve_partition(
         num_rows=pm.lm.num_rows,
         phases=phases,
         fallback=fallback,
+        max_stage_macs=max(stage_macs(graph, stages, num_stages)),
+        key=key,
     )
+
+
+def _dp_result(graph: OpGraph, num_stages: int, res: PartitionResult) -> PartitionResult:
+    """A DP's plan with what the ILP's results carry too (the paper's key, the slowest stage's MACs)."""
+    return replace(res, max_stage_macs=max(stage_macs(graph, res.stages, num_stages)), key=tuple(res.objectives))
 
 
 def _warn(message: str) -> None:
@@ -578,27 +710,22 @@ def _warn(message: str) -> None:
 
 def _lexicographic(
     pm: PartitionModel, solver: str, config: IlpConfig, start: float, hint: list[int] | None
-) -> tuple[list[int], Objectives, bool, list[str]]:
+) -> tuple[list[int], tuple[int, ...], bool, list[str]]:
+    """Each phase in turn: skipped when the incumbent meets its lower bound, else minimised from
+    the incumbent over the model with every earlier phase fixed at its optimum."""
     graph, K, cache = pm.graph, pm.num_stages, pm.cache_bytes
+    names = tuple(p.name for p in pm.phases)
     deadline = start + config.time_limit_s
-    bounds: list[tuple[dict[int, int], int]] = []
+    optima: list[int] = []
     stages = hint
     optimal = True
-    phases: list[str] = []
-    objective_of_phase = [
-        {pm.peak_var: 1},
-        {o: 1 for o in pm.off_vars},
-        {pm.max_comm_var: 1},
-    ]
-    lower_bounds = _phase_lower_bounds(pm)
+    log_lines: list[str] = []
     cpsat_model = CpSatModel()  # each phase's model extends the last: CP-SAT copies only what is new
-    current = evaluate_partition(graph, stages, K, cache) if stages is not None else None  # of `stages`
-    for phase in (1, 2, 3):
-        name = ("peak", "off-cache", "comm")[phase - 1]
-        if current is not None and current[phase - 1] <= lower_bounds[phase - 1]:
-            phases.append(f"{name}: at its lower bound")  # the plan is provably optimal here: no solve
+    current = evaluate_objectives(graph, stages, K, cache, names) if stages is not None else None  # of `stages`
+    for p, phase in enumerate(pm.phases):
+        if current is not None and current[p] <= phase.lower_bound:
+            log_lines.append(f"{phase.name}: at its lower bound")  # the plan is provably optimal here: no solve
         else:
-            lm = _phase_model(pm, phase, bounds)
             settings = BackendSettings(
                 time_limit_s=max(deadline - time.perf_counter(), 0.5),
                 mip_gap=config.mip_gap,
@@ -606,9 +733,9 @@ def _lexicographic(
                 seed=config.seed,
                 cpsat_parameters=config.cpsat_parameters,
             )
-            out = solve_linear(solver, lm, objective_of_phase[phase - 1], settings,
-                               pm.values(stages, phase) if stages is not None else None, cpsat_model)
-            phases.append(f"{name}: {out.status} {out.seconds:.2f}s")
+            out = solve_linear(solver, _phase_model(pm, p + 1, optima), phase.objective.terms, settings,
+                               pm.values(stages, p + 1) if stages is not None else None, cpsat_model)
+            log_lines.append(f"{phase.name}: {out.status} {out.seconds:.2f}s")
             if out.values is None:
                 if stages is None:
                     raise PartitionError(
@@ -618,30 +745,10 @@ def _lexicographic(
                 optimal = False
             else:
                 new = pm.decode(out.values)
-                new_objectives = evaluate_partition(graph, new, K, cache)
-                if current is None or _better(new_objectives, current, phase):
-                    stages, current = new, new_objectives
+                new_key = evaluate_objectives(graph, new, K, cache, names)
+                if current is None or new_key[: p + 1] <= current[: p + 1]:
+                    stages, current = new, new_key
                 optimal = optimal and out.optimal
-        if phase == 1:  # fix this phase's optimum for the next ones
-            pm.lm.ub[pm.peak_var] = min(pm.lm.ub[pm.peak_var], current[0])
-        elif phase == 2:
-            bounds.append(({o: 1 for o in pm.off_vars}, current[1]))
+        optima.append(current[p])  # fixed for the phases after this one
     assert stages is not None and current is not None
-    return stages, current, optimal, phases
-
-
-def _phase_lower_bounds(pm: PartitionModel) -> tuple[int, int, int]:
-    """Bounds no plan of the model can beat, per phase: a start that meets one needs no solve.
-
-    The peak's is the model's own (`interval_peak_bound`, at least the largest node); off-cache
-    bytes are at least each stage's fixed excess over the cache and the total excess over K
-    caches; the largest transfer is at least what must cross some boundary.
-    """
-    lb = pm.lm.lb
-    total_excess = max(0, pm.graph.total_param_bytes - pm.num_stages * pm.cache_bytes)
-    return (int(lb[pm.peak_var]), max(total_excess, int(sum(lb[o] for o in pm.off_vars))),
-            int(lb[pm.max_comm_var]))
-
-
-def _better(a: Objectives, b: Objectives, phase: int) -> bool:
-    return a[:phase] <= b[:phase]
+    return stages, current, optimal, log_lines

@@ -247,7 +247,7 @@ def inc_ilp(
         solve_s += result.solve_seconds
         cpu_s += result.cpu_seconds
         window_size = max(window_size, sum(1 for a in allowed if len(a) > 1))
-        if best is not None and result.objectives >= best.objectives:
+        if best is not None and result.key >= best.key:  # in the configured objective order
             break  # re-centring the window found nothing better
         best, plan = result, result.stages
     result = best

@@ -3,7 +3,7 @@ inputs they read are their parameter bytes, activation tensors are edges.
 
 Sizes come from tensor shapes and element types, never from the weights themselves, so a model
 whose weights live in external data files is read without loading (or even having) those files.
-`Constant` operators are folded into the operators that read them (TFLite stores such tensors as
+Each operator's MACs come from the same shapes (`op_macs`). `Constant` operators are folded into the operators that read them (TFLite stores such tensors as
 buffers, not operators), so both importers give one graph shape for one network.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hiertune.solvers.graph import Edge, GraphError, OpGraph, OpNode
+from hiertune.solvers.op_macs import onnx_macs
 
 _INT8_TYPES = (2, 3)  # TensorProto.UINT8, TensorProto.INT8
 
@@ -36,8 +37,11 @@ def _itemsize(elem_type: int) -> int:
 def _value_bytes(value_info: Any) -> int:
     """Bytes of an activation from its inferred type; unknown or symbolic dimensions count as 1."""
     tensor_type = value_info.type.tensor_type
-    dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim]
-    return _numel(dims) * _itemsize(tensor_type.elem_type)
+    return _numel(_dims(tensor_type)) * _itemsize(tensor_type.elem_type)
+
+
+def _dims(tensor_type: Any) -> list[int]:
+    return [d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim]
 
 
 def _constant_bytes(node: Any) -> int:
@@ -81,6 +85,14 @@ def onnx_op_graph(model: Any, name: str) -> OpGraph:
     if not ops:
         raise GraphError(f"ONNX model {name!r} has no operators (besides constants): nothing to partition")
     activation_bytes = {v.name: _value_bytes(v) for v in (*graph.value_info, *graph.output, *graph.input)}
+    shapes = {v.name: _dims(v.type.tensor_type) for v in (*graph.value_info, *graph.output, *graph.input)
+              if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+    shapes.update({i.name: list(i.dims) for i in graph.initializer})
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.HasField("t") and node.output:
+                    shapes[node.output[0]] = list(attr.t.dims)
     producer: dict[str, int] = {}
     nodes: list[OpNode] = []
     seen_names: set[str] = set()
@@ -90,7 +102,10 @@ def onnx_op_graph(model: Any, name: str) -> OpGraph:
         if label in seen_names:
             label = f"{label}#{i}"
         seen_names.add(label)
-        nodes.append(OpNode(label, node.op_type, params))
+        trans_a = any(a.name == "transA" and a.i for a in node.attribute)
+        macs = onnx_macs(node.op_type, [shapes.get(t) if t else None for t in node.input],
+                         [shapes.get(t) if t else None for t in node.output], trans_a=trans_a)
+        nodes.append(OpNode(label, node.op_type, params, macs))
         for out in node.output:
             if out:
                 producer[out] = i

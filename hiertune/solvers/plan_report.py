@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from hiertune.solvers.graph import OpGraph
-from hiertune.solvers.ilp import Objectives, boundary_comm_bytes, stage_param_bytes, tensors
+from hiertune.solvers.ilp import Objectives, boundary_comm_bytes, stage_macs, stage_param_bytes, tensors
 
 OBJECTIVE_NAMES = ("peak_param_bytes", "offcache_bytes", "max_comm_bytes")
 
@@ -28,6 +28,7 @@ def plan_dict(graph: OpGraph, stages: list[int], num_stages: int, objectives: Ob
         "objectives": objectives_dict(objectives),
         "stage_param_bytes": stage_param_bytes(graph, stages, num_stages),
         "boundary_comm_bytes": boundary_comm_bytes(graph, stages, num_stages),
+        **({"stage_macs": stage_macs(graph, stages, num_stages)} if graph.total_macs else {}),
         **extra,
     }
 
@@ -47,19 +48,22 @@ def _mib(n: int) -> str:
 
 
 def stage_table(graph: OpGraph, stages: list[int], num_stages: int, cache_bytes: int, title: str):
-    """Per-stage nodes, parameter MiB, off-cache MiB and the bytes sent to the next stage."""
+    """Per-stage nodes, parameter MiB, off-cache MiB, the bytes sent to the next stage and, when
+    the graph carries them, MMACs (the compute that paces the pipeline)."""
     from rich.table import Table
 
     mem = stage_param_bytes(graph, stages, num_stages)
     comm = boundary_comm_bytes(graph, stages, num_stages) + [0]
     cuts = cut_tensors(graph, stages)
     table = Table(title=title)
-    for col in ("stage", "nodes", "param MiB", "off-cache MiB", "tensors out", "out MiB"):
+    macs = stage_macs(graph, stages, num_stages) if graph.total_macs else None
+    for col in ("stage", "nodes", "param MiB", "off-cache MiB", "tensors out", "out MiB", *(("MMACs",) if macs else ())):
         table.add_column(col, justify="right")
     for k in range(num_stages):
         n_out = sum(1 for _, _, s, last in cuts if s <= k < last)
         table.add_row(str(k), str(stages.count(k)), _mib(mem[k]), _mib(max(0, mem[k] - cache_bytes)),
-                      str(n_out) if k < num_stages - 1 else "-", _mib(comm[k]) if k < num_stages - 1 else "-")
+                      str(n_out) if k < num_stages - 1 else "-", _mib(comm[k]) if k < num_stages - 1 else "-",
+                      *((f"{macs[k] / 1e6:.1f}",) if macs else ()))
     return table
 
 

@@ -84,8 +84,17 @@ def tflite_node_names(model: Any) -> list[str]:
     return names
 
 
+def _shape(sg: Any, t: int) -> list[int] | None:
+    if t < 0:
+        return None
+    shape = sg.tensors[t].shape
+    return [int(d) for d in shape] if shape is not None else []
+
+
 def tflite_op_graph(model: Any, name: str) -> OpGraph:
-    """Operators as nodes (constant input bytes as parameters), activation tensors as edges."""
+    """Operators as nodes (constant input bytes as parameters, MACs from the tensor shapes:
+    `op_macs`), activation tensors as edges."""
+    from hiertune.solvers.op_macs import tflite_macs
     from hiertune.solvers.tflite_model import builtin_name
 
     sg = model.subgraphs[0]
@@ -103,7 +112,11 @@ def tflite_op_graph(model: Any, name: str) -> OpGraph:
             if buf.data is not None and len(buf.data) > 0 and tensor.buffer not in seen_buffers:
                 seen_buffers.add(tensor.buffer)
                 params += len(buf.data)
-        nodes.append(OpNode(names[i], builtin_name(model, op.opcodeIndex), params))
+        op_name = builtin_name(model, op.opcodeIndex)
+        macs = tflite_macs(op_name, [_shape(sg, int(t)) for t in (op.inputs if op.inputs is not None else [])],
+                           [_shape(sg, int(t)) for t in (op.outputs if op.outputs is not None else [])],
+                           adj_x=bool(getattr(op.builtinOptions, "adjX", False)))
+        nodes.append(OpNode(names[i], op_name, params, macs))
         for t in op.outputs if op.outputs is not None else []:
             producer[int(t)] = i
     edge_bytes: dict[tuple[int, int], int] = {}

@@ -251,6 +251,17 @@ def _first_output(model: Any) -> Any:
 
 
 def _load_hf(name: str, seq_len: int, layers: int | None) -> Model:
+    module, example, label, vocab = hf_torch_model(name, seq_len, layers)
+    built = _from_torch(label, module, (example,), {"seq_len": seq_len, "layers": layers})
+    if vocab:
+        built.inputs[0].high = vocab
+    return built
+
+
+def hf_torch_model(name: str, seq_len: int = 128, layers: int | None = None) -> tuple[Any, Any, str, int]:
+    """(module returning its last hidden state, example input, label, vocabulary size or 0) of a
+    Hugging Face model from the table, random weights (seed 0): what `hf:` imports, also for an
+    ONNX export."""
     if name not in HF_MODELS:
         raise HiertuneError(f"--model hf:{name} is not in the table; choose hf:{', hf:'.join(HF_MODELS)}")
     import torch
@@ -270,10 +281,7 @@ def _load_hf(name: str, seq_len: int, layers: int | None) -> Model:
         size = getattr(config, "image_size", 224)
         example = torch.randn(1, config.num_channels, size, size)
     label = f"hf-{name}" + (f"-{layers}l" if layers is not None else "") + (f"-s{seq_len}" if kind == "text" else "")
-    built = _from_torch(label, _first_output(model), (example,), {"seq_len": seq_len, "layers": layers})
-    if kind == "text":
-        built.inputs[0].high = config.vocab_size
-    return built
+    return _first_output(model), example, label, config.vocab_size if kind == "text" else 0
 
 
 def _first_line(err: BaseException) -> str:

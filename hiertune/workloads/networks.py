@@ -97,9 +97,54 @@ def torch_to_relax(model: Any, example_inputs: tuple[Any, ...]) -> Any:
     return from_exported_program(exported, keep_params_as_input=False)
 
 
+def fast_math(mod: Any) -> Any:
+    """GELU, erf, tanh, exp and softmax as TVM's fast float approximations (`topi.fast_erf`,
+    `fast_tanh`, `fast_exp`, `fast_softmax`: clamped polynomials, about 1e-7 relative error).
+
+    Why: legalised as-is these call libm per element, which the schedule cannot vectorise, so a
+    transformer's GELU outweighed its matmuls by far. Relay applied the same rewrite at opt_level
+    4; Relax's `FastMathTransform` does it for erf, tanh, exp and softmax, but not for `nn.gelu`
+    (a torch or ONNX GELU), so GELU is spelled out here as x/2 (1 + erf(x / sqrt 2)) first.
+    Only float32 inputs are rewritten; the approximations are float32 ones.
+    """
+    import math
+
+    from tvm import relax, topi
+
+    fast = {
+        "relax.nn.gelu": lambda x: x * 0.5 * (1.0 + topi.fast_erf(x * (1.0 / math.sqrt(2.0)))),
+        "relax.nn.gelu_tanh": lambda x: x * 0.5 * (1.0 + topi.fast_tanh(
+            math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x))),
+        "relax.erf": topi.fast_erf,
+        "relax.tanh": topi.fast_tanh,
+        "relax.exp": topi.fast_exp,
+    }
+
+    @relax.expr_functor.mutator
+    class FastMath(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            name = getattr(call.op, "name", None)
+            if name not in fast and name != "relax.nn.softmax":
+                return call
+            arg = call.args[0]
+            if str(getattr(getattr(arg, "ty", None), "dtype", "")) != "float32":
+                return call
+            if name == "relax.nn.softmax":
+                return self.builder_.call_te(topi.nn.fast_softmax, arg, int(call.attrs.axis))
+            return self.builder_.call_te(fast[name], arg)
+
+    mutator = FastMath(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return mutator.builder_.get()
+
+
 def fuse_for_tasks(mod: Any) -> Any:
     """Relax legalised and fused into TIR subgraphs: the form MetaSchedule extracts tasks from and
-    that `compile_relax` looks its database up in, so records found here apply at compile time."""
+    that `compile_relax` looks its database up in, so records found here apply at compile time.
+    Transcendentals go to their fast forms first (`fast_math`), so both tuners tune those."""
     import tvm
     from tvm import relax
 
@@ -113,7 +158,7 @@ def fuse_for_tasks(mod: Any) -> Any:
             relax.transform.FuseTIR(),
         ]
     )
-    return seq(mod)
+    return seq(fast_math(mod))
 
 
 def relax_module(name: str) -> Any:
