@@ -119,3 +119,17 @@ def test_partition_command_with_the_ideal_dp(tmp_path, capsys):
     assert main(["partition", "--model", "resnet50", "--form", "tflite", "--stages", "4", "--solver", "ideal-dp",
                  "--no-ray", "--out", str(window)]) == 0
     assert json.loads(window.read_text())["solver"] == "ideal-dp"
+
+
+def test_auto_leaves_a_window_with_the_macs_objective_to_the_ilp():
+    """The window DP minimises the paper's three objectives only: another order goes to the ILP."""
+    g = load_zoo_graph("mobilenetv2", "tflite")
+    k = 4
+    plan = refine_cuts(g, libcoral_partition(g, k), k)
+    allowed = window_allowed(g, plan, k, 10)
+    assert solve_partition(g, k, IlpConfig(time_limit_s=60), allowed=allowed).solver == "ideal-dp"
+    order = ("peak", "off-cache", "comm", "macs")
+    res = solve_partition(g, k, IlpConfig(objectives=order, time_limit_s=60), allowed=allowed)
+    assert res.solver != "ideal-dp" and res.optimal
+    with pytest.raises(PartitionError, match="in that order only"):
+        solve_partition(g, k, IlpConfig(solver="ideal-dp", objectives=order), allowed=allowed)
