@@ -7,8 +7,8 @@ kernel's time over the runs (the instrument's Python callback adds a few microse
 elementwise, layout). ORT fuses differently (Conv+Add+Relu is one node, MatMul+Add one Gemm-like
 FusedMatMul) and runs convolutions in a blocked NCHWc layout, so the categories are by the main operator of each kernel, not one-to-one nodes.
 
-    python bench/kernel_profile.py --model hf:resnet-50 --records runs/models_e2e/quick/resnet-50_harl.jsonl \\
-        --onnx runs/models_e2e/quick/hf_resnet-50.onnx --json bench/results/kernel_profile_resnet-50.json
+    python bench/kernel_profile.py --model hf:resnet-50 --library runs/models_e2e/quick/resnet-50_harl.so \\
+        --onnx runs/models_e2e/quick/hf-resnet-50.onnx --json bench/results/kernel_profile_resnet-50.json
 """
 
 from __future__ import annotations
@@ -121,7 +121,9 @@ def main() -> int:
     from hiertune.workloads.tvm_support import make_target
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=Path, required=True, help="the tuned model's records (JSONL)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--records", type=Path, help="the tuned model's records (JSONL), compiled here")
+    source.add_argument("--library", type=Path, help="the tuned model as `hiertune compile` wrote it (.so)")
     parser.add_argument("--onnx", type=Path, required=True, help="the model as ONNX (hiertune benchmark's export)")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--json", type=Path, help="write the per-category and per-kernel times here")
@@ -134,7 +136,12 @@ def main() -> int:
     from hiertune.platform.e2e_bench import set_threads
 
     set_threads(1)
-    executable = build_tuned(model, RecordStore(args.records).to_database(), target)
+    if args.library:
+        import tvm
+
+        executable = tvm.runtime.load_module(str(args.library))
+    else:
+        executable = build_tuned(model, RecordStore(args.records).to_database(), target)
     tvm_kernels = tvm_profile(executable, arrays, args.runs)
     work = args.json.parent if args.json else Path("/tmp")
     ort_kernels = ort_profile(args.onnx, arrays, args.runs, work)
@@ -154,7 +161,7 @@ def main() -> int:
     if args.json:
         top = lambda kernels: sorted(({"kernel": k, "ms": round(v * 1e3, 4)} for k, v in kernels.items()),
                                      key=lambda r: -r["ms"])[:15]
-        args.json.write_text(json.dumps({"model": model.name, "records": str(args.records), "runs": args.runs,
+        args.json.write_text(json.dumps({"model": model.name, "tuned": str(args.library or args.records), "runs": args.runs,
                                          "categories": rows, "tvm_top": top(tvm_kernels), "ort_top": top(ort_kernels),
                                          "command": " ".join(sys.argv)}, indent=1))
     return 0
