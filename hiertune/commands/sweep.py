@@ -38,8 +38,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     incilp.add_argument("--stages", type=int, default=4, help="pipeline stages (4)")
     incilp.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat"), default="auto")
     incilp.add_argument("--time-limit", type=float, default=120.0, help="seconds per solve (also the exact reference)")
-    incilp.add_argument("--initial", choices=("best", "auto", "pointer", "libcoral"), default="best",
-                        help="initial plan of each Inc-ILP solve")
+    incilp.add_argument("--initial", choices=("auto", "best", "pointer", "libcoral"), default="auto",
+                        help="initial plan of each Inc-ILP solve (auto: libcoral's split with exact cuts)")
 
 
 def run(args: argparse.Namespace) -> int:

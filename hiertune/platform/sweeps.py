@@ -156,7 +156,7 @@ class SweepConfig:
     stages: int = 4
     solver: str = "auto"
     time_limit_s: float = 120.0
-    initial: str = "best"
+    initial: str = "auto"  # IncIlpConfig's default: libcoral's split with exact cuts, no pointer net
     fixed: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
