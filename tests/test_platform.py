@@ -209,6 +209,20 @@ def test_network_workload_has_weighted_tasks():
     assert np.all([t.flops >= 0 for t in workload.tasks])
 
 
+def test_integer_and_boolean_arguments_are_filled_with_their_working_value() -> None:
+    """Indices in range and masks / flags set: a zero flag would let a schedule skip the work it
+    guards and be measured far faster than it runs in the model."""
+    from tvm.s_tir.meta_schedule.arg_info import TensorInfo
+
+    from hiertune.platform.runners import alloc_arguments_in_range
+
+    infos = [TensorInfo("float32", [4, 4]), TensorInfo("int8", [4, 1]), TensorInfo("int64", [8]),
+             TensorInfo("bool", [3])]
+    (args,) = alloc_arguments_in_range(tvm.cpu(), [info.as_json() for info in infos], 1)
+    assert np.all(args[1].numpy() == 1) and np.all(args[2].numpy() == 1) and np.all(args[3].numpy())
+    assert np.std(args[0].numpy()) > 0  # floats stay MetaSchedule's random fill
+
+
 def test_a_gather_is_measured_with_in_range_indices() -> None:
     """An embedding lookup reads its int64 indices: MetaSchedule's random fill puts them out of
     bounds and the measurement crashes, so the task could never be tuned."""
