@@ -93,7 +93,9 @@ def ort_profile(onnx_path: Path, arrays: list[np.ndarray], runs: int, work: Path
     session.run(None, feeds)  # warm-up
     for _ in range(runs):
         session.run(None, feeds)
-    trace = json.loads(Path(session.end_profiling()).read_text())
+    trace_file = Path(session.end_profiling())
+    trace = json.loads(trace_file.read_text())
+    trace_file.unlink()  # ORT's raw trace: large, and summarised below
     samples: dict[str, list[float]] = defaultdict(list)
     for event in trace:
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
@@ -143,8 +145,10 @@ def main() -> int:
     else:
         executable = build_tuned(model, RecordStore(args.records).to_database(), target)
     tvm_kernels = tvm_profile(executable, arrays, args.runs)
-    work = args.json.parent if args.json else Path("/tmp")
-    ort_kernels = ort_profile(args.onnx, arrays, args.runs, work)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as work:
+        ort_kernels = ort_profile(args.onnx, arrays, args.runs, Path(work))
     tvm_cat = by_category(tvm_kernels)
     ort_cat = by_category(ort_kernels, lambda k: k.split(":")[0])
     table = Table(title=f"{model.name}: median ms per run by kernel category, 1 thread")
