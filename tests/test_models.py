@@ -110,6 +110,8 @@ def test_transcendentals_are_tuned_in_their_fast_form_and_still_match_pytorch(to
     script = fuse_for_tasks(model.relax_mod).script()
     assert "fast_erf" in script and "fast_tanh" in script and "fast_softmax" in script
     assert " T.erf(" not in script and " T.tanh(" not in script
+    names = [t.name for t in model_workload(model, target).tasks]
+    assert any("fast_gelu" in n for n in names) and not any("lambda" in n for n in names), names
     empty = ms.database.MemoryDatabase()
     check = check_outputs(model, build_tuned(model, empty, target))
     assert check.reference == "PyTorch" and check.ok, check

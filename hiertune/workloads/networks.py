@@ -132,7 +132,8 @@ def fast_math(mod: Any) -> Any:
                 return call
             if name == "relax.nn.softmax":
                 return self.builder_.call_te(topi.nn.fast_softmax, arg, int(call.attrs.axis))
-            return self.builder_.call_te(fast[name], arg)
+            # named after the op, so the task reads fused_..._fast_gelu_... in tables, not <lambda>
+            return self.builder_.call_te(fast[name], arg, primfunc_name_hint="fast_" + name.split(".")[-1])
 
     mutator = FastMath(mod)
     for gv, func in mod.functions_items():
