@@ -187,16 +187,21 @@ def _plan(graph: OpGraph, entry: tuple) -> list[int]:
     return stages
 
 
+def start_clock(graph: OpGraph, num_stages: int, time_limit_s: float) -> tuple[float, float, float]:
+    """Check the stage count against the graph, then (wall start, CPU start, wall deadline)."""
+    if not 1 <= num_stages <= graph.num_nodes:
+        raise PartitionError(f"--stages {num_stages} must lie in 1..{graph.num_nodes} (the node count of {graph.name!r})")
+    start = time.perf_counter()
+    return start, time.process_time(), start + time_limit_s
+
+
 def ideal_partition(graph: OpGraph, num_stages: int, cache_bytes: int = EDGE_TPU_CACHE_BYTES,
                     hint: list[int] | None = None, time_limit_s: float = 300.0,
                     max_ideals: int = DEFAULT_MAX_IDEALS) -> PartitionResult:
     """The lexicographically optimal K-stage plan of the whole graph (see the module docstring).
     A `hint` (any valid plan) bounds the bisections from above."""
-    K, n = num_stages, graph.num_nodes
-    if not 1 <= K <= n:
-        raise PartitionError(f"--stages {K} must lie in 1..{n} (the node count of {graph.name!r})")
-    start, cpu_start = time.perf_counter(), time.process_time()
-    deadline = start + time_limit_s
+    K = num_stages
+    start, cpu_start, deadline = start_clock(graph, K, time_limit_s)
     lattice = ideal_lattice(graph, max_ideals, deadline)
     param = [v.param_bytes for v in graph.nodes]
     upper: Objectives | None = None

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from hiertune.solvers.graph import OpGraph
-from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice
+from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice, start_clock
 from hiertune.solvers.ilp import (
     PartitionError,
     PartitionResult,
@@ -127,10 +127,7 @@ def window_partition(graph: OpGraph, num_stages: int, allowed: list[set[int]] | 
     """The lexicographically optimal plan with every node in one of its allowed stages (see the
     module docstring); IdealDpLimitError when the window's intervals are too large for the DP."""
     K, n = num_stages, graph.num_nodes
-    if not 1 <= K <= n:
-        raise PartitionError(f"--stages {K} must lie in 1..{n} (the node count of {graph.name!r})")
-    start, cpu_start = time.perf_counter(), time.process_time()
-    deadline = start + time_limit_s
+    start, cpu_start, deadline = start_clock(graph, K, time_limit_s)
     sets = monotone_allowed(graph, K, allowed)
     lo = np.fromiter((ks[0] for ks in sets), dtype=np.int64, count=n)
     hi = np.fromiter((ks[-1] for ks in sets), dtype=np.int64, count=n)
