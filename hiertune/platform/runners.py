@@ -67,8 +67,9 @@ def alloc_arguments_in_range(device: Any, args_info: list[Any], alloc_repeat: in
     range but turn masks and flags into their do-nothing value: BERT's softmax task reads a flag
     per row ("this row has a key to attend to"), and with it zero a schedule that computes the
     softmax only under the flag measured thousands of times faster in the runner than in the
-    model, so the search kept it. One is in range for every gather over an axis of two or more, and a nonzero
-    flag selects the work, as it does in a model's common case. Runs in the runner's worker process.
+    model, so the search kept it. One is in range for every gather over an axis of two or more,
+    and a nonzero flag selects the work, as in a model's common case. Runs in the runner's worker
+    process.
     """
     import numpy as np
     from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
