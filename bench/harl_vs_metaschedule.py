@@ -552,7 +552,10 @@ def task_kind(task: Any) -> str | None:
         return "dense"
     if "conv2d" in name:
         func = task.mod["main"]
-        shapes = [[int(d) for d in func.buffer_map[p].shape] for p in func.params if p in func.buffer_map]
+        # TVM 0.27's PrimFunc params are the buffers themselves (no buffer_map)
+        buffers = [func.buffer_map[p] for p in func.params if p in func.buffer_map] if hasattr(func, "buffer_map") \
+            else [p for p in func.params if hasattr(p, "shape")]
+        shapes = [[int(d) for d in b.shape] for b in buffers]
         weights = [sh for sh in shapes[1:] if len(sh) == 4]
         return "depthwise" if weights and weights[0][1] == 1 else "conv"
     return None
