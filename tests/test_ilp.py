@@ -303,3 +303,19 @@ def test_expression_rows_read_as_written():
     with pytest.raises(ValueError, match="infeasible"):
         lm.add_ge(LinExpr(1), 2)
     assert solve_linear("cpsat", lm, {y: -1}, BackendSettings(time_limit_s=10)).values == [8, 3]
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_every_incumbent_is_handed_over_as_a_valid_plan(solver):
+    """The time-to-target hook (bench/incilp_scale.py): each plan found on the way is a valid
+    partition, none is better than the optimum, and the last one is the optimum."""
+    g = small_graph(7, n=26)
+    cache = g.total_param_bytes // 5
+    seen: list[list[int]] = []
+    res = solve_partition(g, 4, IlpConfig(solver=solver, cache_bytes=cache, time_limit_s=60), on_incumbent=seen.append)
+    assert res.optimal and seen
+    keys = []
+    for plan in seen:
+        check_partition(g, plan, 4)
+        keys.append(evaluate_partition(g, plan, 4, cache))
+    assert min(keys) == res.objectives == keys[-1]

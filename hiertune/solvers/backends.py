@@ -13,7 +13,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -53,6 +53,9 @@ class BackendSettings:
     threads: int = 1
     seed: int = 0
     cpsat_parameters: dict[str, Any] = field(default_factory=default_cpsat_parameters)
+    # Called with each improving solution's values as it is found: CP-SAT reports every incumbent,
+    # Gurobi and HiGHS only their final one. For time-to-target measurements of unproven solves.
+    on_solution: Callable[[list[int]], None] | None = None
 
 
 def solve_linear(
@@ -65,10 +68,11 @@ def solve_linear(
 ) -> SolveOutcome:
     """Minimise `objective` over `model` with one backend. `cpsat_model` carries CP-SAT's copy of
     the model from one call to the next (the phases of a lexicographic solve)."""
-    if solver == "gurobi":
-        return _solve_gurobi(model, objective, settings, hint)
-    if solver == "highs":
-        return _solve_highs(model, objective, settings, hint)
+    if solver in ("gurobi", "highs"):
+        out = (_solve_gurobi if solver == "gurobi" else _solve_highs)(model, objective, settings, hint)
+        if settings.on_solution is not None and out.values is not None:
+            settings.on_solution(out.values)
+        return out
     if solver == "cpsat":
         return _solve_cpsat(model, objective, settings, hint, cpsat_model or CpSatModel())
     raise HiertuneError(f"unknown solver {solver!r}; choose one of auto, {', '.join(SOLVERS)}")
@@ -290,6 +294,15 @@ def _solve_cpsat(model: LinearModel, objective: dict[int, int], settings: Backen
             raise HiertuneError(f"CP-SAT parameter {name}={value!r} is not a valid SatParameters field: {err}") from None
     wrapper = cmh.SolveWrapper()
     wrapper.set_parameters(params)
+    if settings.on_solution is not None:
+        on_solution = settings.on_solution
+
+        class Incumbents(cmh.SolutionCallback):  # type: ignore[misc]
+            def OnSolutionCallback(self) -> None:  # noqa: N802 - OR-Tools' name
+                on_solution([int(v) for v in self.Response().solution])
+
+        callback = Incumbents()  # held until the solve returns
+        wrapper.add_solution_callback(callback)
     response = wrapper.solve(proto)
     seconds = time.perf_counter() - start
     status = response.status
@@ -299,3 +312,4 @@ def _solve_cpsat(model: LinearModel, objective: dict[int, int], settings: Backen
     values = [int(v) for v in response.solution]
     return SolveOutcome(values, status == cmh.CpSolverStatus.OPTIMAL, model.objective_value(objective, values),
                         seconds, name)
+

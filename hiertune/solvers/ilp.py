@@ -29,7 +29,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -629,12 +629,15 @@ def solve_partition(
     config: IlpConfig | None = None,
     allowed: list[set[int]] | None = None,
     hint: list[int] | None = None,
+    on_incumbent: Callable[[list[int]], None] | None = None,
 ) -> PartitionResult:
     """Lexicographically optimal K-stage partition within the allowed stage sets. `ideal-dp`
     solves the whole graph (`ideal_dp.ideal_partition`) or a window (`window_dp.window_partition`);
     `auto` solves a window (some allowed set narrowed) by the window DP when its ideal intervals
     fit `window_dp.WINDOW_MAX_IDEALS`, else, like a whole graph, by Gurobi or CP-SAT. The
-    result's `solver` names the method that ran."""
+    result's `solver` names the method that ran. `on_incumbent` is handed each plan an ILP backend
+    finds on the way (every CP-SAT incumbent of every phase; the DPs report none): what a
+    time-to-target measurement of a solve that proves nothing in time needs."""
     config = config or IlpConfig()
     objectives = check_objectives(config.objectives)
     window = allowed is not None and any(len(a) < num_stages for a in allowed)
@@ -674,12 +677,12 @@ def solve_partition(
         if any(hint[v] not in ks for v, ks in enumerate(pm.allowed)):
             hint = None  # outside the window: useless as a start
     try:
-        stages, key, optimal, phases = _lexicographic(pm, solver, config, start, hint)
+        stages, key, optimal, phases = _lexicographic(pm, solver, config, start, hint, on_incumbent)
     except GurobiSizeLimitError as err:
         fallback = f"{err}; falling back to CP-SAT"
         _warn(fallback)
         solver = "cpsat"
-        stages, key, optimal, phases = _lexicographic(pm, solver, config, start, hint)
+        stages, key, optimal, phases = _lexicographic(pm, solver, config, start, hint, on_incumbent)
     if dp_note:
         phases.insert(0, dp_note)
     return PartitionResult(
@@ -709,7 +712,8 @@ def _warn(message: str) -> None:
 
 
 def _lexicographic(
-    pm: PartitionModel, solver: str, config: IlpConfig, start: float, hint: list[int] | None
+    pm: PartitionModel, solver: str, config: IlpConfig, start: float, hint: list[int] | None,
+    on_incumbent: Callable[[list[int]], None] | None = None,
 ) -> tuple[list[int], tuple[int, ...], bool, list[str]]:
     """Each phase in turn: skipped when the incumbent meets its lower bound, else minimised from
     the incumbent over the model with every earlier phase fixed at its optimum."""
@@ -732,6 +736,7 @@ def _lexicographic(
                 threads=config.threads,
                 seed=config.seed,
                 cpsat_parameters=config.cpsat_parameters,
+                on_solution=None if on_incumbent is None else lambda values: on_incumbent(pm.decode(values)),
             )
             out = solve_linear(solver, _phase_model(pm, p + 1, optima), phase.objective.terms, settings,
                                pm.values(stages, p + 1) if stages is not None else None, cpsat_model)
