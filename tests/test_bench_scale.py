@@ -20,6 +20,7 @@ def test_the_race_gives_later_runs_only_the_fastest_proof_so_far(load_bench):
             assert run["objectives"] == case["optimum"], name
     assert case["fastest_exact"] == fastest and not case["unproven"]
     assert case["incilp"]["default"]["reached_optimum"]
+    assert case["pointer"]["peak_gap_pct"] >= 0  # the net's own plan, against the proven optimum
 
 
 def test_a_hint_as_good_as_the_target_reaches_it_when_it_is_ready(load_bench):
