@@ -9,7 +9,9 @@ Python loop over positions):
    bisection over a greedy O(K log N) test);
 2. among splits within that peak, the least total off-cache bytes, and then the least largest
    boundary transfer, in O(K N W) for runs of at most W nodes within the peak: (sum, max)
-   pairs compose monotonically, so the DP stays exact.
+   pairs compose monotonically, so the DP stays exact. Only the cut positions that leave both
+   sides splittable within the peak are visited; at the least peak they are few (EfficientNetB7,
+   815 nodes: 1-2 ms instead of 23-38 ms, the same plans).
 
 A pre-scheduler's errors are mostly *where* it cuts, not which order it emits, so placing its
 cuts exactly turns a plan 10-50 % above the optimum peak into one that the Inc-ILP window can
@@ -64,6 +66,16 @@ def _least_peak(prefix: np.ndarray, num_stages: int) -> float:
     return float(lo)
 
 
+def _reach(prefix: np.ndarray, peak: float, num_stages: int) -> list[int]:
+    """reach[m]: the longest prefix of the order that m runs within `peak` can hold (greedy: each
+    run as long as it fits), for m = 0..num_stages."""
+    reach, at = [0], 0
+    for _ in range(num_stages):
+        at = int(np.searchsorted(prefix, prefix[at] + peak, side="right")) - 1
+        reach.append(at)
+    return reach
+
+
 def split_order(graph: OpGraph, order: list[int], num_stages: int,
                 cache_bytes: int = EDGE_TPU_CACHE_BYTES) -> list[int]:
     """The lexicographically best plan whose stages are consecutive runs of `order`."""
@@ -79,42 +91,43 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
 
     best_peak = _least_peak(prefix, K)
 
-    # Phase 2: least (off-cache sum, largest cut comm) with every stage within best_peak. Stage
-    # k + 1 = order[i:j] fits only for i in a band below j (its bytes <= best_peak), so each step
-    # is one (band offset, j) matrix; rows run from the earliest start so ties keep the first i.
+    # Phase 2: least (off-cache sum, largest cut comm) with every stage within best_peak. The
+    # DP's state after stages 0..k is the end j of stage k; only ends from which both the
+    # prefix (k + 1 runs) and the suffix (K - k - 1 runs) fit within best_peak can be on a
+    # plan, and as best_peak is the least peak that window is narrow. Stage k + 1 =
+    # order[i:j] fits only for i in a band below j, so each step is one (offset, end) matrix
+    # over that window; rows run from the earliest start so ties keep the first i.
     def off(stage_bytes: np.ndarray) -> np.ndarray:
         return np.maximum(stage_bytes - cache_bytes, 0.0)
 
-    ends = np.arange(n + 1)
+    reach = _reach(prefix, best_peak, K)
+    reach_back = _reach(prefix[-1] - prefix[::-1], best_peak, K)
+    lo = [max(k + 1, n - reach_back[K - k - 1]) for k in range(K)]  # ends of stage k on some plan
+    hi = [min(reach[k + 1], n - (K - k - 1)) for k in range(K)]
     first_start = np.searchsorted(prefix, prefix - best_peak, side="left")
-    width = max(int((ends - first_start).max()), 1)
-    offsets = np.arange(width, 0, -1)[:, None]
-    starts_of = ends[None, :] - offsets  # row r, column j: start i = j - (width - r)
-    inside = starts_of >= 0
-    i_safe = np.where(inside, starts_of, 0)
-    stage = prefix[None, :] - prefix[i_safe]
-    fits = inside & (stage <= best_peak)
-    stage_off = off(stage)
 
-    ok_first = prefix <= best_peak
-    ok_first[0] = False
-    off_sum = np.where(ok_first, off(prefix), inf)
-    comm_max = np.where(ok_first, 0.0, inf)
-    starts: list[np.ndarray] = []  # starts[k-1][j]: where stage k begins when order[:j] fills 0..k
-    for _ in range(1, K):
-        feasible = fits & np.isfinite(off_sum)[i_safe]
-        cand_off = np.where(feasible, off_sum[i_safe] + stage_off, inf)
+    ends = np.arange(lo[0], hi[0] + 1)
+    off_sum = off(prefix[ends])  # indexed by end - lo[k]
+    comm_max = np.zeros(ends.size)
+    starts: list[tuple[int, np.ndarray]] = []  # (lo[k], where stage k begins for each end of it)
+    for k in range(1, K):
+        ends = np.arange(lo[k], hi[k] + 1)
+        lowest_start = np.maximum(first_start[ends], lo[k - 1])
+        width = max(int((ends - lowest_start).max()), 1)
+        start = ends[None, :] - np.arange(width, 0, -1)[:, None]  # row r: i = j - (width - r)
+        inside = (start >= lowest_start[None, :]) & (start <= hi[k - 1])
+        i_safe = np.where(inside, start, lo[k - 1])
+        prev = i_safe - lo[k - 1]
+        cand_off = np.where(inside, off_sum[prev] + off(prefix[ends][None, :] - prefix[i_safe]), inf)
         lowest = cand_off.min(axis=0)
-        tied = np.where(feasible & (cand_off == lowest[None, :]), np.maximum(comm_max, comm)[i_safe], inf)
-        reached = np.isfinite(lowest)
+        tied = np.where(inside & (cand_off == lowest[None, :]), np.maximum(comm_max[prev], comm[i_safe]), inf)
         row = tied.argmin(axis=0)
-        off_sum = lowest
-        comm_max = np.where(reached, tied.min(axis=0), inf)
-        starts.append(np.where(reached, starts_of[row, ends], 0))
+        off_sum, comm_max = lowest, tied.min(axis=0)
+        starts.append((lo[k], start[row, np.arange(ends.size)]))
 
     cuts = [n]
-    for start in reversed(starts):
-        cuts.append(int(start[cuts[-1]]))
+    for first_end, start in reversed(starts):
+        cuts.append(int(start[cuts[-1] - first_end]))
     cuts.append(0)
     cuts.reverse()  # cuts[k] .. cuts[k + 1] is stage k
     stages = [0] * n
