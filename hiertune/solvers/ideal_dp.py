@@ -59,6 +59,41 @@ class IdealLattice:
         return len(self.weight)
 
 
+@dataclass(frozen=True)
+class BitGraph:
+    """The graph as the lattice walk reads it, node sets as bit masks. Memoised per graph
+    (`bit_graph`): a window DP builds one lattice per boundary, and rebuilding these for each
+    took most of the window's time on large graphs."""
+
+    param: list[int]
+    pred_mask: list[int]
+    succ: list[list[int]]
+    made_bytes: list[int]  # bytes of the tensors a node makes that someone reads
+    reads: list[list[tuple[int, int]]]  # per node: (consumer mask, bytes) of the tensors it reads
+    makes: list[list[tuple[int, int]]]  # per node: (consumer mask, bytes) of the tensors it makes
+
+
+def bit_graph(graph: OpGraph) -> BitGraph:
+    return graph.memo("ideal_dp.bit_graph", _build_bit_graph)
+
+
+def _build_bit_graph(graph: OpGraph) -> BitGraph:
+    n = graph.num_nodes
+    pred = graph.predecessors()
+    made_bytes = [0] * n
+    reads: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    makes: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for u, nbytes, consumers in tensors(graph):
+        made_bytes[u] += nbytes
+        mask = sum(1 << w for w in consumers)
+        makes[u].append((mask, nbytes))
+        for w in consumers:
+            reads[w].append((mask, nbytes))
+    return BitGraph(param=[v.param_bytes for v in graph.nodes],
+                    pred_mask=[sum(1 << u for u in set(pred[v])) for v in range(n)],
+                    succ=graph.successors(), made_bytes=made_bytes, reads=reads, makes=makes)
+
+
 def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
                   deadline: float = float("inf"), base: int = 0, free: set[int] | None = None) -> IdealLattice:
     """Every ideal of `graph` between `base` (an ideal, as a node bit mask; index 0) and `base`
@@ -66,22 +101,14 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
     first and the whole graph last. `free` must be closed under predecessors within the free nodes
     and `base` (true of a window's boundary interval)."""
     n = graph.num_nodes
-    pred, succ = graph.predecessors(), graph.successors()
-    param = [v.param_bytes for v in graph.nodes]
-    pred_mask = [sum(1 << u for u in set(pred[v])) for v in range(n)]
-    made_bytes = [0] * n  # bytes of the tensors a node makes that someone reads
-    read: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # per node: (consumer mask, bytes) of tensors it reads
-    for u, nbytes, consumers in tensors(graph):
-        made_bytes[u] += nbytes
-        mask = sum(1 << w for w in consumers)
-        for w in consumers:
-            read[w].append((mask, nbytes))
-    free_mask = (1 << n) - 1 & ~base if free is None else sum(1 << v for v in free)
-    base_nodes = [v for v in range(n) if base >> v & 1]
-    base_cut = sum(nbytes for u, nbytes, consumers in tensors(graph)
-                   if base >> u & 1 and any(not base >> w & 1 for w in consumers)) if base else 0
+    bits = bit_graph(graph)
+    param, pred_mask, succ, made_bytes, read = bits.param, bits.pred_mask, bits.succ, bits.made_bytes, bits.reads
+    free_nodes = sorted(free) if free is not None else [v for v in range(n) if not base >> v & 1]
+    free_mask = sum(1 << v for v in free_nodes)
+    base_nodes = [v for v in range(n) if base >> v & 1] if base else []
+    base_cut = sum(nbytes for u in base_nodes for mask, nbytes in bits.makes[u] if mask & ~base)
     masks, weight, cut = [base], [sum(param[v] for v in base_nodes)], [base_cut]
-    ready: list[tuple[int, ...]] = [tuple(v for v in range(n) if free_mask >> v & 1 and not pred_mask[v] & ~base)]
+    ready: list[tuple[int, ...]] = [tuple(v for v in free_nodes if not pred_mask[v] & ~base)]
     children: list[list[tuple[int, int]]] = [[]]
     index: dict[int, int] = {base: 0}
     frontier = [0]

@@ -446,6 +446,9 @@ def prepare_graph(graph: OpGraph) -> None:
     graph.asap_levels()  # the Inc-ILP window's levels
     graph.memo("ilp.node_pairs", _node_pairs)
     graph.memo("ilp.order", _order_array)
+    from hiertune.solvers.ideal_dp import bit_graph  # the DPs' view of the graph (ideal_dp imports this module)
+
+    bit_graph(graph)
 
 
 def check_objectives(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
