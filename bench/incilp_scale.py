@@ -137,7 +137,8 @@ def _exact_baselines(graph, k: int, limit: float, target: tuple[int, ...]) -> di
         best = min(proven or [r for r in runs.values() if r["objectives"]] or list(runs.values()),
                    key=lambda r: (r["objectives"] or [math.inf], r["seconds"]))
         baselines[name] = {**runs, "optimal": bool(proven), "objectives": best["objectives"],
-                           "seconds": min(r["seconds"] for r in proven) if proven else limit,
+                           # unproven: the time it was given (the limit, or the race's cap)
+                           "seconds": min(r["seconds"] for r in proven) if proven else max(r["limit_s"] for r in runs.values()),
                            "seconds_to_target": min(reached) if reached else None}
     return baselines
 
