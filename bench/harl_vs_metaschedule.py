@@ -753,19 +753,25 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_space_options(items: list[str]) -> dict[str, Any]:
-    """`--space-option largest_prime_moves=1` -> {"largest_prime_moves": True} (typed by the field)."""
+    """`--space-option largest_prime_moves=1` -> {"space.largest_prime_moves": True}; a dotted name
+    (`episode.start_pool=64`) sets that HarlConfig section's field. Typed by the field."""
     from dataclasses import fields
 
-    from hiertune.envs.schedule_space import SpaceConfig
+    from hiertune.platform.harl_search import HarlConfig
 
-    types = {f.name: f.type for f in fields(SpaceConfig)}
+    sections = {f.name: {g.name: g.type for g in fields(f.default_factory())}
+                for f in fields(HarlConfig) if callable(getattr(f, "default_factory", None))}
     out: dict[str, Any] = {}
     for item in items:
         name, _, value = item.partition("=")
-        if name not in types:
-            raise SystemExit(f"--space-option {item!r}: SpaceConfig has {', '.join(types)}")
-        kind = types[name] if isinstance(types[name], str) else types[name].__name__
-        out[name] = value.lower() in ("1", "true", "yes") if kind == "bool" else int(value) if kind == "int" else value
+        section, _, field_name = name.rpartition(".")
+        section = section or "space"
+        types = sections.get(section, {})
+        if field_name not in types:
+            raise SystemExit(f"--space-option {item!r}: HarlConfig.{section} has {', '.join(types) or 'no such section'}")
+        kind = types[field_name] if isinstance(types[field_name], str) else types[field_name].__name__
+        out[f"{section}.{field_name}"] = (value.lower() in ("1", "true", "yes") if kind == "bool" else
+                                          int(value) if kind == "int" else float(value) if kind == "float" else value)
     return out
 
 
@@ -810,8 +816,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                 if (i + seed) % 2:
                     order.reverse()
                 runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,
-                                         {"episode.elite_fraction": args.elite_starts,
-                                          **{f"space.{k}": v for k, v in opts.items()}}, label=f"harl_{label}")
+                                         {"episode.elite_fraction": args.elite_starts, **opts}, label=f"harl_{label}")
                         for label, opts in order}
                 ms = next((r[MS]["best_ms"] for r in broad.get(case["key"], {}).get("runs", []) if r["seed"] == seed), None)
                 arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(),
@@ -1139,8 +1144,8 @@ def main() -> None:
     parser.add_argument("--redo-remeasure", action="store_true",
                         help="suite: drop the side-by-side re-timing in --out and run it again")
     parser.add_argument("--space-option", nargs="+", default=[], metavar="FIELD=VALUE",
-                        help="broad suite: A/B of a SpaceConfig option against the defaults, HARL only "
-                             "(MetaSchedule's best from --baseline)")
+                        help="broad suite: A/B of HarlConfig options (a SpaceConfig field, or section.field) "
+                             "against the defaults, HARL only (MetaSchedule's best from --baseline)")
     parser.add_argument("--baseline", default=str(BROAD_JSON), help="broad A/B: the broad JSON with the MS bests")
     parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
