@@ -312,4 +312,3 @@ def _solve_cpsat(model: LinearModel, objective: dict[int, int], settings: Backen
     values = [int(v) for v in response.solution]
     return SolveOutcome(values, status == cmh.CpSolverStatus.OPTIMAL, model.objective_value(objective, values),
                         seconds, name)
-

@@ -49,17 +49,13 @@ def cut_comm_bytes(graph: OpGraph, order: list[int]) -> np.ndarray:
 
 def _least_peak(prefix: np.ndarray, num_stages: int) -> float:
     """The least peak over splits of the order into `num_stages` non-empty runs: bisection on the
-    peak, each test the greedy fewest runs (each as long as it fits; when it takes at most K
-    runs, splitting some further to exactly K never raises the peak, as K <= N)."""
+    peak, each test whether K greedy runs (each as long as it fits) hold the whole order; when
+    fewer do, splitting some further to exactly K never raises the peak, as K <= N."""
     params = np.diff(prefix)
     lo, hi = int(max(params.max(), -(-prefix[-1] // num_stages))), int(prefix[-1])
     while lo < hi:
         mid = (lo + hi) // 2
-        at, runs = 0, 0
-        while at < params.size and runs <= num_stages:
-            at = int(np.searchsorted(prefix, prefix[at] + mid, side="right")) - 1
-            runs += 1
-        if runs <= num_stages:
+        if _reach(prefix, mid, num_stages)[-1] >= params.size:
             hi = mid
         else:
             lo = mid + 1
@@ -69,9 +65,10 @@ def _least_peak(prefix: np.ndarray, num_stages: int) -> float:
 def _reach(prefix: np.ndarray, peak: float, num_stages: int) -> list[int]:
     """reach[m]: the longest prefix of the order that m runs within `peak` can hold (greedy: each
     run as long as it fits), for m = 0..num_stages."""
-    reach, at = [0], 0
+    reach, at, end = [0], 0, prefix.size - 1
     for _ in range(num_stages):
-        at = int(np.searchsorted(prefix, prefix[at] + peak, side="right")) - 1
+        if at < end:  # once the whole order is held, more runs hold no more
+            at = int(np.searchsorted(prefix, prefix[at] + peak, side="right")) - 1
         reach.append(at)
     return reach
 
