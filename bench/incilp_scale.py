@@ -271,13 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = json.loads(a.out.read_text()) if a.out.exists() else {"cases": []}
     command = "python bench/incilp_scale.py " + " ".join(argv or __import__("sys").argv[1:])
     earlier = doc.get("config", {}).get("commands", [])
-    doc["config"] = {"form": a.form, "time_limit_s": a.time_limit, "stages": a.stages, "largest": a.largest,
+    stages = sorted(set(doc.get("config", {}).get("stages", [])) | set(a.stages))  # over every invocation
+    doc["config"] = {"form": a.form, "time_limit_s": a.time_limit, "stages": stages, "largest": a.largest,
                      "note": a.note or doc.get("config", {}).get("note", ""), "commands": earlier + [command]}  # every invocation that added cases
-    for case in doc["cases"]:  # cases from before the pointer net's own plan was recorded
-        if "pointer" not in case:
-            graph = _load(case["model"], a.form)
-            prepare_graph(graph)
-            case["pointer"] = pointer_plan(graph, case["num_stages"], case["optimum"])
     done = {(c["model"], c["num_stages"]) for c in doc["cases"]}
     todo = sorted(((m, k) for m, k in cases_wanted if (m, k) not in done),
                   key=lambda mk: _load(mk[0], a.form).num_nodes * mk[1])
