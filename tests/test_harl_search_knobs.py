@@ -154,3 +154,27 @@ def test_elite_tracks_cover_the_other_sketches(tmp_path) -> None:
     assert len(fresh.env.states) == 4
     with pytest.raises(HiertuneError, match="episode.elite_other_sketches"):
         harl_config(elite_other_sketches=-1).validate()
+
+
+def test_every_sketch_gets_a_searched_round_before_the_bandit_passes_it_over(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, sketch_search_rounds=1, epsilon=0.0)
+    n_sketches = search.spaces[0].num_sketches
+    chosen = search.propose(8)  # the warm-up: sketch 0 comes out fastest by far
+    observe_latencies(search, [c.state for c in chosen], [1e-3 * (1 + 9 * c.state.sketch) for c in chosen])
+    picked = []
+    for _ in range(n_sketches):
+        chosen = search.propose(2)
+        picked.append(search.env.sketch)
+        observe_latencies(search, [c.state for c in chosen], [5e-3] * len(chosen))
+    assert sorted(picked) == list(range(n_sketches))  # each sketch once, the warm-up's losers included
+    assert list(search.bandits.searched_rounds[0]) == [1] * n_sketches
+    resumed = make_search(tmp_path, sketch_warmup=True, sketch_search_rounds=1, epsilon=0.0)
+    assert list(resumed.bandits.searched_rounds[0]) == [1] * n_sketches  # replayed from the records
+
+
+def test_without_searched_rounds_the_warmup_decides(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, sketch_search_rounds=0, epsilon=0.0)
+    chosen = search.propose(8)
+    observe_latencies(search, [c.state for c in chosen], [1e-3 * (1 + 9 * c.state.sketch) for c in chosen])
+    search.propose(2)
+    assert search.env.sketch == 0

@@ -192,6 +192,7 @@ class HarlSearch:
         self.rounds: list[RoundLog] = []
         self.rng = np.random.default_rng(config.seed)
         self.exhausted = False  # every sketch of every task ran out of unmeasured schedules
+        self.searched_sketch: int | None = None  # the sketch this round's tracks searched (None: warm-up)
         self._resume()
 
     # ------------------------------------------------------------------ the strategy's two phases
@@ -202,7 +203,9 @@ class HarlSearch:
         episode = self._play_episode()
         self.editor.update([episode])
         task = self.env.task
-        if self.bandits.wants_warmup(task, bool(self.measured[task])):
+        warmup = self.bandits.wants_warmup(task, bool(self.measured[task]))
+        self.searched_sketch = None if warmup else int(self.env.sketch)
+        if warmup:
             pairs = self._warmup_pairs(task, k)
         else:
             pairs = select_candidates(
@@ -224,7 +227,8 @@ class HarlSearch:
             self.measured[candidate.task].add(candidate.key)
             self._keep_best(candidate.task, candidate.state, result.mean_s)
         self.cost_model.update([c.state for c in candidates], [r.mean_s for r in results])
-        self.bandits.observe_round(task, [r.mean_s for r in results], [int(c.state.sketch) for c in candidates])
+        self.bandits.observe_round(task, [r.mean_s for r in results], [int(c.state.sketch) for c in candidates],
+                                   searched=self.searched_sketch)
         if not candidates:  # nothing new left in this sketch: take it (and maybe the task) out of play
             self.exhausted = self.bandits.retire(task, sketch)
 
@@ -293,7 +297,8 @@ class HarlSearch:
 
         for (task_name, *_), group in itertools.groupby(records, key=round_of):
             group = list(group)
-            self.bandits.observe_round(index[task_name], [r.mean_s for r in group], [r.extra.get("sketch") for r in group])
+            self.bandits.observe_round(index[task_name], [r.mean_s for r in group], [r.extra.get("sketch") for r in group],
+                                       searched=group[0].extra.get("searched"))
         if states:
             self.cost_model.update(states, latencies)
 
@@ -319,7 +324,7 @@ class HarlSearch:
             task=self.tasks[candidate.task].name, key=candidate.key, record=record.as_json(), latencies_s=latencies,
             error=None if result.ok else (result.error or "failed"), build_s=result.build_s, run_s=result.run_s,
             time=time.time(), tuner=TUNER, trial=self.trials_done() + 1,
-            extra={"sketch": int(candidate.state.sketch), "round": round_id},
+            extra={"sketch": int(candidate.state.sketch), "round": round_id, "searched": self.searched_sketch},
         )
 
     def _play_episode(self) -> Any:

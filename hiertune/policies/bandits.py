@@ -48,6 +48,10 @@ class BanditConfig:
     """A task's first batch covers all its sketches in one bandit step, one reward per sketch."""
     sketch_renormalise: bool = True
     """Rescale a task's sketch rewards whenever its best improves (False: rewards stay as earned)."""
+    sketch_search_rounds: int = 0
+    """Searched rounds every sketch of a task gets before SW-UCB may pass it over. The warm-up's
+    few random fills say little about what search finds in a sketch, so until a sketch has had
+    this many rounds of its own it counts as never pulled (0: the warm-up alone decides)."""
 
 
 class SlidingWindow:
@@ -186,13 +190,19 @@ class Bandits:
         self.progress = [TaskProgress(float(weight), flops, task_group(name)) for name, weight, flops in tasks]
         self.subgraph_window = SlidingWindow(len(tasks), config.tau)
         self.sketch_windows = [SlidingWindow(n, config.tau) for n in sketches]
+        self.searched_rounds = [np.zeros(n, dtype=int) for n in sketches]  # rounds each sketch was the bandit's pick
 
     # ------------------------------------------------------------------ what the env observes
     def subgraph_observation(self) -> dict[str, np.ndarray]:
         return self.subgraph_window.observation()
 
     def sketch_observation(self, task: int) -> dict[str, np.ndarray]:
-        return self.sketch_windows[task].observation()
+        """The task's sketch window; a sketch short of `sketch_search_rounds` searched rounds
+        shows count 0, so SW-UCB picks it first (UCB's bonus for an arm never pulled)."""
+        obs = self.sketch_windows[task].observation()
+        unsearched = self.searched_rounds[task] < self.config.sketch_search_rounds
+        obs["counts"][: len(unsearched)][unsearched] = 0.0
+        return obs
 
     # ------------------------------------------------------------------ the loop's questions
     def forced_task(self, round_index: int) -> int | None:
@@ -214,13 +224,17 @@ class Bandits:
         return sum(p.weight * p.best for p in self.progress)
 
     # ------------------------------------------------------------------ after measurement
-    def observe_round(self, task: int, latencies: list[float], sketches: list[int | None]) -> float:
+    def observe_round(self, task: int, latencies: list[float], sketches: list[int | None],
+                      searched: int | None = None) -> float:
         """Task progress and both bandits' rewards after a round's measurements; returns the round's best.
 
         `sketches` holds each latency's sketch (None: an old record without one), so a round that
         measured several sketches (the warm-up round, cross-sketch slots, other sketches' elite
         tracks) gives each sketch its own reward from its own best, in one bandit step.
+        `searched` is the sketch the round's tracks searched (None: the warm-up's random fills).
         """
+        if searched is not None and 0 <= searched < len(self.searched_rounds[task]):
+            self.searched_rounds[task][searched] += 1
         round_best = min(latencies, default=math.inf)
         progress = self.progress[task]
         best_before = progress.best
