@@ -258,6 +258,11 @@ def remeasure_bests(summary: dict[str, Any], work: Path, threads: int, rounds: i
     if net:
         spec[f"net:{net['name']}"] = {t: net[t].get("records") or str(records_path(work, net["name"], t, net["seed"]))
                                       for t in (HARL, MS)}
+    return run_remeasure(spec, threads, rounds)
+
+
+def run_remeasure(spec: dict[str, dict[str, str]], threads: int, rounds: int) -> dict[str, Any]:
+    """bench/remeasure_best.py on `spec` ({task: {label: records}}) in a fresh process."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")]))
     script = Path(__file__).with_name("remeasure_best.py")
@@ -603,16 +608,47 @@ def run_ratios(pair: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def retime_broad(summary: dict[str, Any], threads: int, rounds: int, out_path: Path) -> None:
+    """Both winners of every finished pair timed again side by side (bench/remeasure_best.py,
+    median over `rounds` alternating rounds), saved pair by pair. A tuner's best is the minimum of
+    64+ single timings taken minutes apart, so a lucky timing inflates its margin; the re-timed
+    ratio compares the two schedules, not their luck."""
+    log = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)  # noqa: E731
+    for key, case in summary["cases"].items():
+        for run in case["runs"]:
+            if "retimed" in run:
+                continue
+            paths = {t: run[t].get("records") for t in (HARL, MS)}
+            if not all(paths.values()) or not all(Path(p).exists() for p in paths.values()):
+                continue  # records of an older work dir: nothing to re-time
+            task = next(json.loads(line)["task"] for line in Path(paths[HARL]).open() if '"workload"' in line)
+            try:
+                again = run_remeasure({task: paths}, threads, rounds)["tasks"][task]
+            except (RuntimeError, subprocess.TimeoutExpired) as err:
+                run["retimed"] = {"error": str(err)[-300:]}
+            else:
+                run["retimed"] = {"latency_ratio_median": again.get("latency_ratio_median"),
+                                  "harl_median_ms": again.get(HARL, {}).get("median_s", math.nan) * 1e3,
+                                  "ms_median_ms": again.get(MS, {}).get("median_s", math.nan) * 1e3,
+                                  "rounds": rounds, "threads": threads}
+            log(f"{key} seed {run['seed']}: re-timed ratio {_fmt(run['retimed'].get('latency_ratio_median'))} "
+                f"(search-time ratio {_fmt(run['ratios']['latency_ratio'])})")
+            summarise_broad(summary)
+            _save(summary, out_path)
+
+
 def case_stats(case: dict[str, Any]) -> dict[str, Any]:
     """One case over its finished seeds: geomean ratios and the spread from seed to seed."""
     runs = case["runs"]
     lat = [r["ratios"]["latency_ratio"] for r in runs]
+    retimed = [r["retimed"].get("latency_ratio_median") for r in runs if "retimed" in r]
     finite = [v for v in lat if v is not None]
     ms_best = [r[MS]["best_ms"] for r in runs if r[MS]["best_ms"]]
     harl_best = [r[HARL]["best_ms"] for r in runs if r[HARL]["best_ms"]]
     return {
         "seeds_done": [r["seed"] for r in runs],
         "latency_ratio": geomean(lat),
+        "latency_ratio_retimed": geomean(retimed) if retimed and None not in retimed else None,
         "trials_ratio": geomean([r["ratios"]["trials_ratio"] for r in runs]),
         "reached_fraction": sum(r["ratios"]["reached"] for r in runs) / len(runs),
         "time_to_quality_ratio": geomean([r["ratios"]["time_to_quality_ratio"] for r in runs]),
@@ -633,14 +669,25 @@ def half_summary(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
         values = [stats[k]["latency_ratio"] for k in keys]
         out[f"geomean_latency_ratio{suffix}"] = geomean(values)
         out[f"geomean_latency_ratio{suffix}_ci90"] = bootstrap_ci90(values)
+        again = [stats[k]["latency_ratio_retimed"] for k in keys if stats[k]["latency_ratio_retimed"] is not None]
+        out[f"geomean_latency_ratio{suffix}_retimed"] = geomean(again)  # over the re-timed cases only
+        out[f"geomean_latency_ratio{suffix}_retimed_ci90"] = bootstrap_ci90(again)
+        out[f"cases_retimed{suffix}"] = len(again)
     ratios = [(k, stats[k]["latency_ratio"]) for k in done if stats[k]["latency_ratio"] is not None]
     out["worst_latency_ratio"] = max(ratios, key=lambda kv: kv[1], default=None)
+    again = [(k, stats[k]["latency_ratio_retimed"]) for k in done if stats[k]["latency_ratio_retimed"] is not None]
+    out["worst_latency_ratio_retimed"] = max(again, key=lambda kv: kv[1], default=None)
     families: dict[str, list[float]] = {}
     for k in short:
         if done[k]["kind"] == "operator":
             families.setdefault(done[k]["family"], []).append(stats[k]["latency_ratio"])
     out["family_latency_ratio"] = {f: geomean(v) for f, v in families.items()}
     out["families_lost"] = sorted(f for f, v in out["family_latency_ratio"].items() if v is not None and v > 1.0)
+    retimed_families: dict[str, list[float]] = {}
+    for k in short:
+        if done[k]["kind"] == "operator" and stats[k]["latency_ratio_retimed"] is not None:
+            retimed_families.setdefault(done[k]["family"], []).append(stats[k]["latency_ratio_retimed"])
+    out["families_lost_retimed"] = sorted(f for f, v in retimed_families.items() if (geomean(v) or 0.0) > 1.0)
     out["network_tasks_lost"] = sorted(k for k in short if done[k]["kind"] == "network_task"
                                        and (stats[k]["latency_ratio"] or 0) > 1.0)
     trials_ratios = [stats[k]["trials_ratio"] for k in done]
@@ -747,6 +794,8 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if runner is not None:
             runner.close()
+    if not args.skip_remeasure:
+        retime_broad(summary, args.runner_cores, args.remeasure_rounds, out_path)
     summarise_broad(summary)
     _save(summary, out_path)
     return summary
@@ -837,7 +886,7 @@ def broad_table(summary: dict[str, Any]) -> Any:
     from rich.table import Table
 
     table = Table(title="HARL / MetaSchedule, broad suite (latency ratio < 1: HARL faster)")
-    for col in ("half", "case", "seeds", "latency ratio", "min..max over seeds", "MS best max/min",
+    for col in ("half", "case", "seeds", "latency ratio", "re-timed", "min..max over seeds", "MS best max/min",
                 "trials ratio", "reached", "time-to-quality"):
         table.add_column(col, justify="right")
     report = {k: c for k, c in summary["cases"].items() if c["half"] == BROAD_REPORT}
@@ -845,7 +894,7 @@ def broad_table(summary: dict[str, Any]) -> Any:
         for key, st in cases.items():
             sp = st["spread"]
             table.add_row(half, key, ",".join(map(str, st["seeds_done"])), _fmt(st["latency_ratio"]),
-                          f"{_fmt(sp['latency_ratio_min'])}..{_fmt(sp['latency_ratio_max'])}",
+                          _fmt(st.get("latency_ratio_retimed")), f"{_fmt(sp['latency_ratio_min'])}..{_fmt(sp['latency_ratio_max'])}",
                           _fmt(sp["ms_best_max_over_min"], ".2f"), _fmt(st["trials_ratio"], ".2f"),
                           _fmt(st["reached_fraction"], ".2f"), _fmt(st["time_to_quality_ratio"], ".2f"))
     return table
@@ -853,8 +902,8 @@ def broad_table(summary: dict[str, Any]) -> Any:
 
 def broad_markdown(summary: dict[str, Any]) -> str:
     """bench/README.md's broad-suite table: one row per finished case, then each half's headline."""
-    lines = ["| half | case | seeds | latency H/MS (min..max) | MS best max/min over seeds | trials ratio | reached | time to quality |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| half | case | seeds | latency H/MS (min..max) | re-timed | MS best max/min over seeds | trials ratio | reached | time to quality |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     report = half_summary({k: c for k, c in summary["cases"].items() if c["half"] == BROAD_REPORT})
     heads = []
     for half, s in ((BROAD_SELECT, summary["selection"]), (BROAD_REPORT, report)):
@@ -862,13 +911,14 @@ def broad_markdown(summary: dict[str, Any]) -> str:
             sp = st["spread"]
             lines.append(f"| {half} | {key} | {','.join(map(str, st['seeds_done']))} | {_fmt(st['latency_ratio'])} "
                          f"({_fmt(sp['latency_ratio_min'])}..{_fmt(sp['latency_ratio_max'])}) | "
-                         f"{_fmt(sp['ms_best_max_over_min'], '.2f')} | {_fmt(st['trials_ratio'], '.2f')} | "
+                         f"{_fmt(st.get('latency_ratio_retimed'))} | {_fmt(sp['ms_best_max_over_min'], '.2f')} | {_fmt(st['trials_ratio'], '.2f')} | "
                          f"{_fmt(st['reached_fraction'], '.2f')} | {_fmt(st['time_to_quality_ratio'], '.2f')} |")
         if s["case_stats"]:
             ci = s.get("geomean_latency_ratio_ci90") or [None, None]
             heads.append(f"- {half}: {s['pairs_done']}/{s['pairs_planned']} pairs, {s['cases_done']}/{s['cases_planned']} "
                          f"cases done; geomean latency H/MS **{_fmt(s['geomean_latency_ratio'])}** (90% CI "
-                         f"{_fmt(ci[0])}-{_fmt(ci[1])}), worst {s['worst_latency_ratio'][0]} {_fmt(s['worst_latency_ratio'][1])}, "
+                         f"{_fmt(ci[0])}-{_fmt(ci[1])}), re-timed side by side **{_fmt(s.get('geomean_latency_ratio_retimed'))}** "
+                         f"over {s.get('cases_retimed', 0)} cases, worst {s['worst_latency_ratio'][0]} {_fmt(s['worst_latency_ratio'][1])}, "
                          f"families lost {', '.join(s['families_lost']) or 'none'}, trials ratio "
                          f"{_fmt(s['geomean_trials_ratio'], '.2f')}, reached {_fmt(s['reached_fraction'], '.2f')}, "
                          f"time to quality {_fmt(s['time_to_quality_ratio'], '.2f')}")
@@ -1148,6 +1198,8 @@ def main() -> None:
                              "against the defaults, HARL only (MetaSchedule's best from --baseline)")
     parser.add_argument("--baseline", default=str(BROAD_JSON), help="broad A/B: the broad JSON with the MS bests")
     parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing")
+    parser.add_argument("--retime-only", action="store_true",
+                        help="broad suite: re-time the finished pairs' winners side by side, run no new pair")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
     args = parser.parse_args()
     if not args.suite:
@@ -1164,7 +1216,11 @@ def main() -> None:
     if args.suite in (BROAD_SELECT, BROAD_REPORT):
         if args.out == str(SUITE_JSON):
             args.out = str(BROAD_JSON)
-        summary = json.loads(Path(args.out).read_text()) if args.replot else run_broad(args)
+        if args.retime_only:
+            summary = json.loads(Path(args.out).read_text())
+            retime_broad(summary, args.runner_cores, args.remeasure_rounds, Path(args.out))
+        else:
+            summary = json.loads(Path(args.out).read_text()) if args.replot else run_broad(args)
         summarise_broad(summary)
         _save(summary, Path(args.out))
         plot_broad(summary, Path(args.out).with_suffix(".png"))

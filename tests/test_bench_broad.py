@@ -79,3 +79,23 @@ def test_broad_plan_halves_are_disjoint_and_cover_every_family(bench):
     assert not {c["key"] for c in select} & {c["key"] for c in report}
     assert sum(c["key"].endswith(":b16") for c in report) == 5
     assert sum(c["trials"] == 256 for c in report) == 4
+
+
+def test_retimed_ratios_sit_beside_the_search_time_ones(bench):
+    win = _pair(bench, 0, [3.0, 1.0], [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])  # search-time ratio 0.5
+    lose = _pair(bench, 1, [3.0, 2.5], [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])  # 1.25
+    win["retimed"] = {"latency_ratio_median": 0.9}  # side by side, HARL's margin was mostly luck
+    lose["retimed"] = {"latency_ratio_median": 1.1}
+    cases = {
+        "DEP:1": {"kind": "operator", "family": "DEP", "trials": 64, "seeds": [0], "runs": [win]},
+        "SFM:1": {"kind": "operator", "family": "SFM", "trials": 64, "seeds": [0], "runs": [lose]},
+        "C2D:1": {"kind": "operator", "family": "C2D", "trials": 64, "seeds": [0],
+                  "runs": [_pair(bench, 0, [1.0], [2.0], [1.0], [1.0])]},  # not re-timed yet
+    }
+    s = bench.half_summary(cases)
+    assert s["case_stats"]["DEP:1"]["latency_ratio_retimed"] == pytest.approx(0.9)
+    assert s["case_stats"]["C2D:1"]["latency_ratio_retimed"] is None
+    assert s["geomean_latency_ratio_retimed"] == pytest.approx(math.sqrt(0.9 * 1.1))  # re-timed cases only
+    assert s["cases_retimed"] == 2 and s["geomean_latency_ratio_256_retimed"] is None
+    assert s["worst_latency_ratio_retimed"][0] == "SFM:1"
+    assert s["families_lost_retimed"] == ["SFM"]
