@@ -165,6 +165,10 @@ def test_bad_inputs_give_clear_errors(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(HiertuneError, match="cannot be loaded"):
         load_scheduler(bad)
+    from hiertune.policies.train_pointer_net import main as train_main
+
+    with pytest.raises(HiertuneError, match="--stages 1 4"):
+        train_main(["--stages", "1", "4", "--out", str(tmp_path / "x.pt")])
 
 
 # ------------------------------------------------------------------------------ training

@@ -289,14 +289,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labels", default="runs/pointer_net_labels.json", help="label cache (reused when the generator settings match)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
     ap.add_argument("--labels-only", action="store_true", help="solve and cache the labels, then stop")
+    ap.add_argument("--stages", type=int, nargs="+", default=list(TrainConfig.stages),
+                    help="stage counts K to label and train on (the plans the net will be asked for)")
     args = ap.parse_args(argv)
+    if min(args.stages) < 2:
+        raise HiertuneError(f"--stages {' '.join(map(str, args.stages))}: every K must be >= 2 (K = 1 needs no plan)")
     torch.set_num_threads(args.threads)
     try:
         long_graphs = tuple((int(a), int(b)) for a, b in (x.split(":") for x in args.long_graphs.split(",") if x))
     except ValueError:
         raise HiertuneError(f"--long-graphs {args.long_graphs!r}: expected size:count pairs like 60:500,120:250") from None
     cfg = TrainConfig(graphs=args.graphs, long_graphs=long_graphs, epochs=args.epochs, seed=args.seed,
-                      lr=args.lr, batch_size=args.batch_size, solver=args.solver)
+                      lr=args.lr, batch_size=args.batch_size, solver=args.solver,
+                      stages=tuple(sorted(set(args.stages))))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     cache = Path(args.labels)
