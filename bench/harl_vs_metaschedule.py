@@ -608,14 +608,14 @@ def run_ratios(pair: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def retime_broad(summary: dict[str, Any], threads: int, rounds: int, out_path: Path) -> None:
+def retime_broad(summary: dict[str, Any], threads: int, rounds: int, out_path: Path, half: str | None = None) -> None:
     """Both winners of every finished pair timed again side by side (bench/remeasure_best.py,
     median over `rounds` alternating rounds), saved pair by pair. A tuner's best is the minimum of
     64+ single timings taken minutes apart, so a lucky timing inflates its margin; the re-timed
     ratio compares the two schedules, not their luck."""
     log = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)  # noqa: E731
     for key, case in summary["cases"].items():
-        for run in case["runs"]:
+        for run in case["runs"] if half in (None, case["half"]) else []:
             if "retimed" in run:
                 continue
             paths = {t: run[t].get("records") for t in (HARL, MS)}
@@ -795,7 +795,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
         if runner is not None:
             runner.close()
     if not args.skip_remeasure:
-        retime_broad(summary, args.runner_cores, args.remeasure_rounds, out_path)
+        retime_broad(summary, args.runner_cores, args.remeasure_rounds, out_path, half=args.suite)
     summarise_broad(summary)
     _save(summary, out_path)
     return summary
@@ -1218,7 +1218,7 @@ def main() -> None:
             args.out = str(BROAD_JSON)
         if args.retime_only:
             summary = json.loads(Path(args.out).read_text())
-            retime_broad(summary, args.runner_cores, args.remeasure_rounds, Path(args.out))
+            retime_broad(summary, args.runner_cores, args.remeasure_rounds, Path(args.out), half=args.suite)
         else:
             summary = json.loads(Path(args.out).read_text()) if args.replot else run_broad(args)
         summarise_broad(summary)
