@@ -1218,6 +1218,7 @@ def main() -> None:
             args.out = str(BROAD_JSON)
         if args.retime_only:
             summary = json.loads(Path(args.out).read_text())
+            summary.setdefault("commands", []).append("python " + " ".join([sys.argv[0], *sys.argv[1:]]))
             retime_broad(summary, args.runner_cores, args.remeasure_rounds, Path(args.out), half=args.suite)
         else:
             summary = json.loads(Path(args.out).read_text()) if args.replot else run_broad(args)
