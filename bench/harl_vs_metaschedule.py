@@ -677,17 +677,17 @@ def half_summary(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out["worst_latency_ratio"] = max(ratios, key=lambda kv: kv[1], default=None)
     again = [(k, stats[k]["latency_ratio_retimed"]) for k in done if stats[k]["latency_ratio_retimed"] is not None]
     out["worst_latency_ratio_retimed"] = max(again, key=lambda kv: kv[1], default=None)
-    families: dict[str, list[float]] = {}
-    for k in short:
-        if done[k]["kind"] == "operator":
-            families.setdefault(done[k]["family"], []).append(stats[k]["latency_ratio"])
-    out["family_latency_ratio"] = {f: geomean(v) for f, v in families.items()}
+    def by_family(stat: str) -> dict[str, float | None]:
+        groups: dict[str, list[float]] = {}
+        for k in short:
+            if done[k]["kind"] == "operator":
+                groups.setdefault(done[k]["family"], []).append(stats[k][stat])
+        return {f: geomean(v) for f, v in groups.items()}
+
+    out["family_latency_ratio"] = by_family("latency_ratio")
     out["families_lost"] = sorted(f for f, v in out["family_latency_ratio"].items() if v is not None and v > 1.0)
-    retimed_families: dict[str, list[float]] = {}
-    for k in short:
-        if done[k]["kind"] == "operator" and stats[k]["latency_ratio_retimed"] is not None:
-            retimed_families.setdefault(done[k]["family"], []).append(stats[k]["latency_ratio_retimed"])
-    out["families_lost_retimed"] = sorted(f for f, v in retimed_families.items() if (geomean(v) or 0.0) > 1.0)
+    out["families_lost_retimed"] = sorted(f for f, v in by_family("latency_ratio_retimed").items()
+                                          if v is not None and v > 1.0)
     out["network_tasks_lost"] = sorted(k for k in short if done[k]["kind"] == "network_task"
                                        and (stats[k]["latency_ratio"] or 0) > 1.0)
     trials_ratios = [stats[k]["trials_ratio"] for k in done]
