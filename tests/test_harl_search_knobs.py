@@ -82,6 +82,8 @@ def test_elite_share_grows_with_the_budget_spent() -> None:
         harl_config(epsilon=1.5).validate()
     with pytest.raises(HiertuneError, match="--tracks"):
         harl_config(tracks=0).validate()
+    with pytest.raises(HiertuneError, match="bandit.sketch_search_rounds"):
+        harl_config(sketch_search_rounds=-1).validate()
 
 
 def test_window_rescale_moves_every_reward() -> None:

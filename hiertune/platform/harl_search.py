@@ -84,6 +84,7 @@ class HarlConfig:
              e.elite_fraction_late is None or 0 <= e.elite_fraction_late <= 1, "in [0, 1] or null"),
             ("episode.start_pool", e.start_pool, e.start_pool >= 1, ">= 1"),
             ("episode.elite_other_sketches", e.elite_other_sketches, e.elite_other_sketches >= 0, ">= 0"),
+            ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
         ]
