@@ -32,6 +32,8 @@ import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.utils.error import MultiAgentEnvError
 
+from hiertune.envs.evolve import evolve
+
 SUBGRAPH_AGENT = "subgraph"
 SKETCH_AGENT = "sketch"
 TRACK_PREFIX = "track_"
@@ -102,6 +104,12 @@ class HarlEnvConfig:
     """Elite tracks per other sketch of the task, each from that sketch's best measured schedule."""
     start_pool: int = 8
     """Random fills drawn per random track start; the track starts from the best-predicted one."""
+    evolve_population: int = 0
+    """Schedules kept per generation of a MetaSchedule-style evolutionary screen run before the
+    tracks start (0: off). Seeds are the sketch's measured bests and the random-start pool; every
+    mutant is a top-K candidate, and the random tracks start from the best-predicted mutants."""
+    evolve_generations: int = 3
+    """Generations of that screen: each mutates `evolve_population` parents by one random edit."""
     reward_clip: float = 1.0
     """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
 
@@ -236,7 +244,11 @@ class HarlEnv(MultiAgentEnv):
         self.sketch = arm
         n_elite = int(round(self.elite_fraction * len(self.track_ids)))
         elites = list(self.elite_fn(self.task, arm))[:n_elite] if self.elite_fn is not None and n_elite else []
-        states, scores = self._random_starts(space, arm, len(self.track_ids) - len(elites))
+        n_random = len(self.track_ids) - len(elites)
+        if self.config.evolve_population > 0:
+            states, scores = self._evolved_starts(space, arm, n_random, elites)
+        else:
+            states, scores = self._random_starts(space, arm, n_random)
         if elites:
             states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
         obs: dict[str, Any] = {SKETCH_AGENT: self.bandits.sketch_observation(self.task)}
@@ -268,6 +280,25 @@ class HarlEnv(MultiAgentEnv):
             self._visit(state, float(score))
         best = np.argsort(-scores, kind="stable")[:n]
         return [pool[i] for i in best], scores[best]
+
+    def _evolved_starts(self, space: Any, arm: int, n: int, elites: list[Any]) -> tuple[list[Any], np.ndarray]:
+        """`n` starts from an evolutionary screen seeded by all the sketch's measured bests and
+        `n * start_pool` random fills; every schedule it scores is visited.
+
+        Elite tracks already start from measured bests, so these starts are the best-predicted
+        schedules that are not one of those.
+        """
+        pool = [space.random_state(arm, self.rng) for _ in range(max(n, 1) * max(1, self.config.start_pool))]
+        measured = list(self.elite_fn(self.task, arm)) if self.elite_fn is not None else []
+        ranked = evolve(space, measured + pool, lambda states: self.score_fn(self.task, states), self.rng,
+                        population=self.config.evolve_population, generations=self.config.evolve_generations)
+        for state, score in ranked:
+            self._visit(state, score)
+        taken = {state.key for state in elites}
+        fresh = [(state, score) for state, score in ranked if state.key not in taken][:max(n, 0)]
+        while ranked and len(fresh) < n:  # a tiny space: repeat the best rather than leave a track idle
+            fresh.append(ranked[len(fresh) % len(ranked)])
+        return [state for state, _ in fresh], np.asarray([score for _, score in fresh], dtype=np.float64)
 
     # ------------------------------------------------------------------ track level
     def _track_obs(self, aid: str) -> dict[str, np.ndarray]:

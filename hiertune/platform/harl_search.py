@@ -83,6 +83,8 @@ class HarlConfig:
             ("episode.elite_fraction_late", e.elite_fraction_late,
              e.elite_fraction_late is None or 0 <= e.elite_fraction_late <= 1, "in [0, 1] or null"),
             ("episode.start_pool", e.start_pool, e.start_pool >= 1, ">= 1"),
+            ("episode.evolve_population", e.evolve_population, e.evolve_population >= 0, ">= 0"),
+            ("episode.evolve_generations", e.evolve_generations, e.evolve_generations >= 0, ">= 0"),
             ("episode.elite_other_sketches", e.elite_other_sketches, e.elite_other_sketches >= 0, ">= 0"),
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
