@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from hiertune.platform.solver_actor import pointer_inc_ilp
 from hiertune.plotting import pyplot, save_figure
-from hiertune.policies.pointer_net import default_scheduler
+from hiertune.policies.pointer_net import PointerScheduler, default_scheduler, load_scheduler
 from hiertune.solvers.backends import gurobi_available, gurobi_fits
 from hiertune.solvers.baselines import libcoral_partition
 from hiertune.solvers.graph_source import load_graph
@@ -143,11 +143,12 @@ def _exact_baselines(graph, k: int, limit: float, target: tuple[int, ...]) -> di
     return baselines
 
 
-def pointer_plan(graph, k: int, optimum: list[int] | None) -> dict[str, Any]:
+def pointer_plan(graph, k: int, optimum: list[int] | None, scheduler: PointerScheduler | None = None) -> dict[str, Any]:
     """The pointer net's own plan (greedy plus 8 samples, the best kept; no cuts, no window), its
-    inference time, and its peak's gap to the proven optimum (`pointer_gap_pct`)."""
+    inference time, and its peak's gap to the proven optimum (`pointer_gap_pct`).
+    `scheduler`: another checkpoint than the shipped one."""
     t0 = time.perf_counter()
-    stages = default_scheduler().partition(graph, k)
+    stages = (scheduler or default_scheduler()).partition(graph, k)
     seconds = time.perf_counter() - t0
     objectives = evaluate_partition(graph, stages, k, IlpConfig().cache_bytes)
     gap = 100.0 * (objectives[0] - optimum[0]) / max(optimum[0], 1) if optimum else None
@@ -253,6 +254,27 @@ def report(console: Console, cases: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
+def redo_pointer_plans(out: Path, form: str, checkpoint: Path | None) -> int:
+    """A new checkpoint's `pointer_gap_pct` without rerunning the solvers: each case's optimum is
+    stored, so only the pointer net's plans are redone. The `best` start's Inc-ILP runs keep the
+    plans of the checkpoint they ran with; `pointer_checkpoint` says which one the gaps are for."""
+    doc = json.loads(out.read_text())
+    scheduler = load_scheduler(checkpoint) if checkpoint else default_scheduler()
+    for case in tqdm(doc["cases"], desc="pointer plans", unit="case"):
+        case["pointer"] = pointer_plan(_load(case["model"], case.get("form", form)), case["num_stages"],
+                                       case["optimum"], scheduler)
+    doc["pointer_checkpoint"] = str(checkpoint or "hiertune/data/pointer_net.pt")
+    doc.update(summarize(doc["cases"]))
+    out.write_text(json.dumps(doc, indent=1))
+    gaps = {}
+    for case in doc["cases"]:
+        if case["pointer"]["peak_gap_pct"] is not None:
+            gaps.setdefault(case["num_stages"], []).append(case["pointer"]["peak_gap_pct"])
+    Console().print({"pointer_gap_pct": doc["pointer_gap_pct"],
+                     "by K": {k: round(statistics.fmean(v), 2) for k, v in sorted(gaps.items())}})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--form", default="tflite", choices=("tflite", "keras"))
@@ -263,7 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-limit", type=float, default=300.0, help="seconds per baseline run")
     p.add_argument("--out", type=Path, default=RESULTS / "incilp_scale.json")
     p.add_argument("--note", default="", help="a label stored in the JSON (e.g. why the run is reduced)")
+    p.add_argument("--pointer-only", action="store_true",
+                   help="redo only every case's pointer-net plan and gap (against the stored optimum), run no solver")
+    p.add_argument("--checkpoint", type=Path, default=None,
+                   help="with --pointer-only: a pointer-net checkpoint to score instead of the shipped one")
     a = p.parse_args(argv)
+    if a.pointer_only:
+        return redo_pointer_plans(a.out, a.form, a.checkpoint)
     cases_wanted = ([(m, k) for m in a.models for k in a.stages] if a.models
                     else default_cases(a.form, a.largest, a.stages))
     console = Console(width=160)
