@@ -32,7 +32,7 @@ def evolve(space: Any, seeds: Sequence[Any], score: ScoreStates, rng: np.random.
     is the cost model (higher = faster). A parent with no legal edit left is kept as it is.
     """
     seen: dict[Any, tuple[Any, float]] = {}
-    seed_states = [s for s in dict((s.key, s) for s in seeds).values()]
+    seed_states = list({s.key: s for s in seeds}.values())
     if not seed_states or population < 1:
         return []
     for state, value in zip(seed_states, np.asarray(score(seed_states), dtype=np.float64)):

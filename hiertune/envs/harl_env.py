@@ -243,10 +243,11 @@ class HarlEnv(MultiAgentEnv):
             raise MultiAgentEnvError(f"sketch arm {arm} out of range (task has {space.num_sketches} sketches)")
         self.sketch = arm
         n_elite = int(round(self.elite_fraction * len(self.track_ids)))
-        elites = list(self.elite_fn(self.task, arm))[:n_elite] if self.elite_fn is not None and n_elite else []
+        measured = list(self.elite_fn(self.task, arm)) if self.elite_fn is not None else []
+        elites = measured[:n_elite] if n_elite else []
         n_random = len(self.track_ids) - len(elites)
         if self.config.evolve_population > 0:
-            states, scores = self._evolved_starts(space, arm, n_random, elites)
+            states, scores = self._evolved_starts(space, arm, n_random, measured, elites)
         else:
             states, scores = self._random_starts(space, arm, n_random)
         if elites:
@@ -281,15 +282,15 @@ class HarlEnv(MultiAgentEnv):
         best = np.argsort(-scores, kind="stable")[:n]
         return [pool[i] for i in best], scores[best]
 
-    def _evolved_starts(self, space: Any, arm: int, n: int, elites: list[Any]) -> tuple[list[Any], np.ndarray]:
-        """`n` starts from an evolutionary screen seeded by all the sketch's measured bests and
+    def _evolved_starts(self, space: Any, arm: int, n: int, measured: list[Any],
+                        elites: list[Any]) -> tuple[list[Any], np.ndarray]:
+        """`n` starts from an evolutionary screen seeded by all the sketch's `measured` bests and
         `n * start_pool` random fills; every schedule it scores is visited.
 
-        Elite tracks already start from measured bests, so these starts are the best-predicted
-        schedules that are not one of those.
+        The `elites` (the first measured bests) already start tracks of their own, so these
+        starts are the best-predicted schedules that are not one of those.
         """
         pool = [space.random_state(arm, self.rng) for _ in range(max(n, 1) * max(1, self.config.start_pool))]
-        measured = list(self.elite_fn(self.task, arm)) if self.elite_fn is not None else []
         ranked = evolve(space, measured + pool, lambda states: self.score_fn(self.task, states), self.rng,
                         population=self.config.evolve_population, generations=self.config.evolve_generations)
         for state, score in ranked:
