@@ -127,3 +127,21 @@ def test_evolved_starts_are_screened_mutants_and_all_visited(tmp_path) -> None:
     assert all(env.states[aid].key in env.visited for aid in env.track_ids)
     best = max(v.score for v in env.visited.values())
     assert max(env.scores.values()) == pytest.approx(best)
+
+
+def test_a_spread_round_starts_tracks_in_every_sketch(tmp_path) -> None:
+    search = make_search(tmp_path, spread_rounds=1)
+    env, space = search.env, search.spaces[0]
+    assert space.num_sketches == 3
+    assert not search._spreads(0)  # before the warm-up batch the round is the warm-up's
+    search.measured[0].add("a measured schedule")
+    assert search._spreads(0)
+    env.reset(options={"task": 0})
+    env.step({"sketch": 1})
+    # 4 tracks over 3 sketches, the bandit's pick first: 2 + 1 + 1
+    assert sorted(int(env.states[aid].sketch) for aid in env.track_ids) == [0, 1, 1, 2]
+    assert {v.sketch for v in env.visited.values()} == {0, 1, 2}
+    search.spread_done[0] = 1  # the one spread round is played: back to the bandit's sketch alone
+    env.reset(options={"task": 0})
+    env.step({"sketch": 1})
+    assert {int(env.states[aid].sketch) for aid in env.track_ids} == {1}

@@ -78,6 +78,7 @@ class BanditWindows(Protocol):
 ValueFn = Callable[[list[dict[str, np.ndarray]]], np.ndarray]
 ScoreFn = Callable[[int, list[Any]], np.ndarray]
 EliteFn = Callable[[int, int], list[Any]]
+SpreadFn = Callable[[int], bool]
 
 
 @dataclass
@@ -110,6 +111,12 @@ class HarlEnvConfig:
     mutant is a top-K candidate, and the random tracks start from the best-predicted mutants."""
     evolve_generations: int = 3
     """Generations of that screen: each mutates `evolve_population` parents by one random edit."""
+    spread_rounds: int = 0
+    """The first N searched rounds of a task (after its warm-up batch) split their tracks evenly
+    over all its sketches, each share started like a whole round's (elites, best-predicted fills);
+    the cost model then picks the round's top-K across them, and each sketch measured gets its own
+    bandit reward. The warm-up judges a sketch by 1-3 random fills, the rounds after it by refined
+    elites, so the bandit compares unlike things; a spread round refines every sketch once (0: off)."""
     reward_clip: float = 1.0
     """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
 
@@ -138,8 +145,9 @@ class HarlEnv(MultiAgentEnv):
     `score_fn(task, states)` is the cost model (higher = faster); `value_fn(observations)` the
     PPO critic, used only for adaptive stopping, with discount `gamma`; `elite_fn(task, sketch)`
     the best measured states of a sketch, best first, where `elite_fraction` of the tracks start
-    (the rest start from random fills); `bandits` the windows the two bandit agents observe.
-    All are injected by the search loop, which owns them.
+    (the rest start from random fills); `spread_fn(task)` whether this round of the task spreads
+    its tracks over all sketches (`spread_rounds`); `bandits` the windows the two bandit agents
+    observe. All are injected by the search loop, which owns them.
     """
 
     def __init__(
@@ -153,6 +161,7 @@ class HarlEnv(MultiAgentEnv):
         gamma: float = 0.9,
         seed: int = 0,
         elite_fn: EliteFn | None = None,
+        spread_fn: SpreadFn | None = None,
     ) -> None:
         super().__init__()
         self.config = config or HarlEnvConfig()
@@ -164,6 +173,7 @@ class HarlEnv(MultiAgentEnv):
         self.score_fn = score_fn
         self.value_fn = value_fn
         self.elite_fn = elite_fn
+        self.spread_fn = spread_fn
         self.elite_fraction = self.config.elite_fraction  # the search loop raises it as trials are spent
         self.rng = np.random.default_rng(seed)
         first = self.spaces[0]
@@ -242,16 +252,10 @@ class HarlEnv(MultiAgentEnv):
         if not 0 <= arm < space.num_sketches:
             raise MultiAgentEnvError(f"sketch arm {arm} out of range (task has {space.num_sketches} sketches)")
         self.sketch = arm
-        n_elite = int(round(self.elite_fraction * len(self.track_ids)))
-        measured = list(self.elite_fn(self.task, arm)) if self.elite_fn is not None else []
-        elites = measured[:n_elite] if n_elite else []
-        n_random = len(self.track_ids) - len(elites)
-        if self.config.evolve_population > 0:
-            states, scores = self._evolved_starts(space, arm, n_random, measured, elites)
+        if space.num_sketches > 1 and self.spread_fn is not None and self.spread_fn(self.task):
+            states, scores = self._spread_starts(space, arm)
         else:
-            states, scores = self._random_starts(space, arm, n_random)
-        if elites:
-            states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
+            states, scores = self._sketch_starts(space, arm, len(self.track_ids))
         obs: dict[str, Any] = {SKETCH_AGENT: self.bandits.sketch_observation(self.task)}
         for aid, state, score in zip(self.track_ids, states, scores):
             self.states[aid], self.scores[aid] = state, float(score)
@@ -263,6 +267,29 @@ class HarlEnv(MultiAgentEnv):
         self.agents = list(self.track_ids)
         self.due = set(self.track_ids)
         return obs, {SKETCH_AGENT: 0.0}, {SKETCH_AGENT: True, "__all__": False}, {"__all__": False}, {}
+
+    def _sketch_starts(self, space: Any, arm: int, n_tracks: int) -> tuple[list[Any], np.ndarray]:
+        """Starts of `n_tracks` tracks in one sketch: `elite_fraction` of them from its measured
+        bests, the rest from best-predicted random fills (or the evolutionary screen)."""
+        n_elite = int(round(self.elite_fraction * n_tracks))
+        measured = list(self.elite_fn(self.task, arm)) if self.elite_fn is not None else []
+        elites = measured[:n_elite] if n_elite else []
+        n_random = n_tracks - len(elites)
+        if self.config.evolve_population > 0:
+            states, scores = self._evolved_starts(space, arm, n_random, measured, elites)
+        else:
+            states, scores = self._random_starts(space, arm, n_random)
+        if elites:
+            states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
+        return states, scores
+
+    def _spread_starts(self, space: Any, arm: int) -> tuple[list[Any], np.ndarray]:
+        """The tracks shared out evenly over the task's sketches, the bandit's `arm` first (with
+        more sketches than tracks, the sketches after the first `tracks` get none)."""
+        order = [arm, *(s for s in range(space.num_sketches) if s != arm)][: len(self.track_ids)]
+        n, extra = divmod(len(self.track_ids), len(order))
+        parts = [self._sketch_starts(space, s, n + (i < extra)) for i, s in enumerate(order)]
+        return [state for states, _ in parts for state in states], np.concatenate([scores for _, scores in parts])
 
     def _random_starts(self, space: Any, arm: int, n: int) -> tuple[list[Any], np.ndarray]:
         """`n` random-fill starts: the best-predicted of `n * start_pool` fills.
@@ -312,7 +339,7 @@ class HarlEnv(MultiAgentEnv):
 
     def _visit(self, state: Any, score: float) -> None:
         if state.key not in self.visited:
-            self.visited[state.key] = Visited(state, score, self.sketch)
+            self.visited[state.key] = Visited(state, score, int(state.sketch))
 
     def _edit(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         space = self.spaces[self.task]

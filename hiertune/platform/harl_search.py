@@ -86,6 +86,7 @@ class HarlConfig:
             ("episode.evolve_population", e.evolve_population, e.evolve_population >= 0, ">= 0"),
             ("episode.evolve_generations", e.evolve_generations, e.evolve_generations >= 0, ">= 0"),
             ("episode.elite_other_sketches", e.elite_other_sketches, e.elite_other_sketches >= 0, ">= 0"),
+            ("episode.spread_rounds", e.spread_rounds, e.spread_rounds >= 0, ">= 0"),
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
@@ -188,7 +189,7 @@ class HarlSearch:
         self.bandits = Bandits([(t.name, t.weight, t.flops) for t in self.tasks],
                                [s.num_sketches for s in self.spaces], config.bandit)
         self.env = HarlEnv(self.spaces, self._score, self.editor.values, self.bandits, config.episode,
-                           gamma=config.ppo.gamma, seed=config.seed, elite_fn=self._elites)
+                           gamma=config.ppo.gamma, seed=config.seed, elite_fn=self._elites, spread_fn=self._spreads)
         self.measured: list[set[str]] = [set() for _ in self.tasks]
         # (latency, state) per task and sketch, best first
         self.best_states: list[dict[int, list[tuple[float, Any]]]] = [{} for _ in self.tasks]
@@ -196,6 +197,8 @@ class HarlSearch:
         self.rng = np.random.default_rng(config.seed)
         self.exhausted = False  # every sketch of every task ran out of unmeasured schedules
         self.searched_sketch: int | None = None  # the sketch this round's tracks searched (None: warm-up)
+        self.spread_done = [0] * len(self.tasks)  # spread rounds (`episode.spread_rounds`) played per task
+        self.spread_round = False  # this round's tracks covered every sketch of its task
         self._resume()
 
     # ------------------------------------------------------------------ the strategy's two phases
@@ -207,7 +210,8 @@ class HarlSearch:
         self.editor.update([episode])
         task = self.env.task
         warmup = self.bandits.wants_warmup(task, bool(self.measured[task]))
-        self.searched_sketch = None if warmup else int(self.env.sketch)
+        self.spread_round = not warmup and self._spreads(task)
+        self.searched_sketch = None if warmup or self.spread_round else int(self.env.sketch)
         if warmup:
             pairs = self._warmup_pairs(task, k)
         else:
@@ -232,6 +236,7 @@ class HarlSearch:
         self.cost_model.update([c.state for c in candidates], [r.mean_s for r in results])
         self.bandits.observe_round(task, [r.mean_s for r in results], [int(c.state.sketch) for c in candidates],
                                    searched=self.searched_sketch)
+        self.spread_done[task] += self.spread_round
         if not candidates:  # nothing new left in this sketch: take it (and maybe the task) out of play
             self.exhausted = self.bandits.retire(task, sketch)
 
@@ -302,6 +307,7 @@ class HarlSearch:
             group = list(group)
             self.bandits.observe_round(index[task_name], [r.mean_s for r in group], [r.extra.get("sketch") for r in group],
                                        searched=group[0].extra.get("searched"))
+            self.spread_done[index[task_name]] += bool(group[0].extra.get("spread"))
         if states:
             self.cost_model.update(states, latencies)
 
@@ -320,6 +326,11 @@ class HarlSearch:
         others = [state for s, pool in sorted(self.best_states[task].items()) if s != sketch for _, state in pool[:n]]
         return others + own
 
+    def _spreads(self, task: int) -> bool:
+        """Does this round of `task` spread its tracks over all its sketches (`episode.spread_rounds`)?"""
+        return (self.spaces[task].num_sketches > 1 and bool(self.measured[task])
+                and self.spread_done[task] < self.config.episode.spread_rounds)
+
     def _record(self, candidate: Candidate, result: MeasureResult, round_id: int) -> MeasureRecord:
         latencies = result.latencies_s if result.ok else None
         record = self.spaces[candidate.task].tuning_record(candidate.state, latencies or [1e10])
@@ -327,7 +338,8 @@ class HarlSearch:
             task=self.tasks[candidate.task].name, key=candidate.key, record=record.as_json(), latencies_s=latencies,
             error=None if result.ok else (result.error or "failed"), build_s=result.build_s, run_s=result.run_s,
             time=time.time(), tuner=TUNER, trial=self.trials_done() + 1,
-            extra={"sketch": int(candidate.state.sketch), "round": round_id, "searched": self.searched_sketch},
+            extra={"sketch": int(candidate.state.sketch), "round": round_id, "searched": self.searched_sketch,
+                   **({"spread": True} if self.spread_round else {})},
         )
 
     def _play_episode(self) -> Any:

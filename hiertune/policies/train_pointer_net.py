@@ -37,6 +37,7 @@ from hiertune.policies.pointer_net import (
     PointerScheduler,
     adjacency,
     graph_features,
+    load_scheduler,
     save_checkpoint,
     teacher_trace,
 )
@@ -289,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labels", default="runs/pointer_net_labels.json", help="label cache (reused when the generator settings match)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
     ap.add_argument("--labels-only", action="store_true", help="solve and cache the labels, then stop")
+    ap.add_argument("--init", default=None,
+                    help="checkpoint to fine-tune from (e.g. hiertune/data/pointer_net.pt) instead of fresh weights")
     ap.add_argument("--stages", type=int, nargs="+", default=list(TrainConfig.stages),
                     help="stage counts K to label and train on (the plans the net will be asked for)")
     args = ap.parse_args(argv)
@@ -323,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     hold_graphs = {g.name for gs in sets for g in gs[-max(1, int(round(cfg.holdout * len(gs)))):]}
     train_s = [s for s in samples if s.graph.name not in hold_graphs]
     hold_s = [s for s in samples if s.graph.name in hold_graphs]
+    init = load_scheduler(args.init).net.train() if args.init else None
     t1 = time.time()
-    net, history = train(train_s, cfg, on_epoch=lambda m, h: save_checkpoint(m, out, {"loss_history": h, "partial": True}))
+    net, history = train(train_s, cfg, net=init, on_epoch=lambda m, h: save_checkpoint(m, out, {"loss_history": h, "partial": True}))
     t_train = time.time() - t1
     sched = PointerScheduler(net.eval())
     metrics = {"train": evaluate(sched, train_s[:: max(1, len(train_s) // 300)]), "holdout": evaluate(sched, hold_s)}
