@@ -169,6 +169,8 @@ def test_bad_inputs_give_clear_errors(tmp_path):
 
     with pytest.raises(HiertuneError, match="--stages 1 4"):
         train_main(["--stages", "1", "4", "--out", str(tmp_path / "x.pt")])
+    with pytest.raises(HiertuneError, match="does not exist"):  # before any label is solved
+        train_main(["--init", str(tmp_path / "missing.pt"), "--out", str(tmp_path / "x.pt")])
 
 
 # ------------------------------------------------------------------------------ training

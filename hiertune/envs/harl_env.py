@@ -116,7 +116,8 @@ class HarlEnvConfig:
     over all its sketches, each share started like a whole round's (elites, best-predicted fills);
     the cost model then picks the round's top-K across them, and each sketch measured gets its own
     bandit reward. The warm-up judges a sketch by 1-3 random fills, the rounds after it by refined
-    elites, so the bandit compares unlike things; a spread round refines every sketch once (0: off)."""
+    elites, so the bandit compares unlike things; a spread round refines every sketch once.
+    0 (off): with 1 it measured even with the defaults on the selection half (docs/harl.md)."""
     reward_clip: float = 1.0
     """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
 

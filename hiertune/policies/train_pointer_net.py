@@ -298,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.stages) < 2:
         raise HiertuneError(f"--stages {' '.join(map(str, args.stages))}: every K must be >= 2 (K = 1 needs no plan)")
     torch.set_num_threads(args.threads)
+    init = load_scheduler(args.init).net.train() if args.init else None  # a bad path fails before the labels
     try:
         long_graphs = tuple((int(a), int(b)) for a, b in (x.split(":") for x in args.long_graphs.split(",") if x))
     except ValueError:
@@ -326,7 +327,6 @@ def main(argv: list[str] | None = None) -> int:
     hold_graphs = {g.name for gs in sets for g in gs[-max(1, int(round(cfg.holdout * len(gs)))):]}
     train_s = [s for s in samples if s.graph.name not in hold_graphs]
     hold_s = [s for s in samples if s.graph.name in hold_graphs]
-    init = load_scheduler(args.init).net.train() if args.init else None
     t1 = time.time()
     net, history = train(train_s, cfg, net=init, on_epoch=lambda m, h: save_checkpoint(m, out, {"loss_history": h, "partial": True}))
     t_train = time.time() - t1
