@@ -140,7 +140,7 @@ def test_a_spread_round_starts_tracks_in_every_sketch(tmp_path) -> None:
     env.step({"sketch": 1})
     # 4 tracks over 3 sketches, the bandit's pick first: 2 + 1 + 1
     assert sorted(int(env.states[aid].sketch) for aid in env.track_ids) == [0, 1, 1, 2]
-    assert {v.sketch for v in env.visited.values()} == {0, 1, 2}
+    assert {int(v.state.sketch) for v in env.visited.values()} == {0, 1, 2}
     search.spread_done[0] = 1  # the one spread round is played: back to the bandit's sketch alone
     env.reset(options={"task": 0})
     env.step({"sketch": 1})

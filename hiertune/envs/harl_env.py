@@ -137,7 +137,6 @@ class Visited:
 
     state: Any
     score: float
-    sketch: int
 
 
 class HarlEnv(MultiAgentEnv):
@@ -253,7 +252,7 @@ class HarlEnv(MultiAgentEnv):
         if not 0 <= arm < space.num_sketches:
             raise MultiAgentEnvError(f"sketch arm {arm} out of range (task has {space.num_sketches} sketches)")
         self.sketch = arm
-        if space.num_sketches > 1 and self.spread_fn is not None and self.spread_fn(self.task):
+        if self.spread_fn is not None and self.spread_fn(self.task):
             states, scores = self._spread_starts(space, arm)
         else:
             states, scores = self._sketch_starts(space, arm, len(self.track_ids))
@@ -340,7 +339,7 @@ class HarlEnv(MultiAgentEnv):
 
     def _visit(self, state: Any, score: float) -> None:
         if state.key not in self.visited:
-            self.visited[state.key] = Visited(state, score, int(state.sketch))
+            self.visited[state.key] = Visited(state, score)
 
     def _edit(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         space = self.spaces[self.task]
