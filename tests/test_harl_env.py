@@ -141,6 +141,10 @@ def test_a_spread_round_starts_tracks_in_every_sketch(tmp_path) -> None:
     # 4 tracks over 3 sketches, the bandit's pick first: 2 + 1 + 1
     assert sorted(int(env.states[aid].sketch) for aid in env.track_ids) == [0, 1, 1, 2]
     assert {int(v.state.sketch) for v in env.visited.values()} == {0, 1, 2}
+    # the round's batch gives every sketch a slot, led by the best-predicted schedule
+    pairs = search._spread_pairs(0, 3)
+    assert sorted(int(state.sketch) for state, _ in pairs) == [0, 1, 2]
+    assert pairs[0][0] is env.top_visited()[0].state
     search.spread_done[0] = 1  # the one spread round is played: back to the bandit's sketch alone
     env.reset(options={"task": 0})
     env.step({"sketch": 1})

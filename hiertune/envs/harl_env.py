@@ -114,8 +114,8 @@ class HarlEnvConfig:
     spread_rounds: int = 0
     """The first N searched rounds of a task (after its warm-up batch) split their tracks evenly
     over all its sketches, each share started like a whole round's (elites, best-predicted fills);
-    the cost model then picks the round's top-K across them, and each sketch measured gets its own
-    bandit reward. The warm-up judges a sketch by 1-3 random fills, the rounds after it by refined
+    every sketch gets an equal share of the round's measured slots (its best predicted), and each
+    gets its own bandit reward. The warm-up judges a sketch by 1-3 random fills, the rounds after it by refined
     elites, so the bandit compares unlike things; a spread round refines every sketch once.
     0 (off): with 1 it measured even with the defaults on the selection half (docs/harl.md)."""
     reward_clip: float = 1.0

@@ -214,6 +214,8 @@ class HarlSearch:
         self.searched_sketch = None if warmup or self.spread_round else int(self.env.sketch)
         if warmup:
             pairs = self._warmup_pairs(task, k)
+        elif self.spread_round:
+            pairs = self._spread_pairs(task, k)
         else:
             pairs = select_candidates(
                 [v.state for v in self.env.top_visited()], k, self.measured[task], self.rng,
@@ -394,6 +396,19 @@ class HarlSearch:
                 seen.add(pair[1])
                 chosen.append(pair)
         return chosen
+
+    def _spread_pairs(self, task: int, k: int) -> list[Pair]:
+        """A spread round's batch: the same share of slots for every sketch, each its best predicted.
+
+        A top-K over the whole round goes to whichever sketch the young cost model favours, which
+        is mostly the one the bandit would have picked anyway; equal shares let the bandit compare
+        every sketch at the same refinement. The sketch with the best prediction leads the order,
+        so it takes the slots that do not divide evenly.
+        """
+        pools: dict[int, list[Pair]] = {}
+        for visited in self.env.top_visited():  # best predicted first, so each pool is ranked
+            pools.setdefault(int(visited.state.sketch), []).append((visited.state, trace_key(visited.state.trace)))
+        return spread_over_sketches(list(pools.values()), k, self.measured[task])
 
     def _warmup_pairs(self, task: int, k: int) -> list[Pair]:
         """A task's first batch spread over all its sketches (best-predicted of a few fills each)."""
