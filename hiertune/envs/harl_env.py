@@ -115,9 +115,10 @@ class HarlEnvConfig:
     """The first N searched rounds of a task (after its warm-up batch) split their tracks evenly
     over all its sketches, each share started like a whole round's (elites, best-predicted fills);
     every sketch gets an equal share of the round's measured slots (its best predicted), and each
-    gets its own bandit reward. The warm-up judges a sketch by 1-3 random fills, the rounds after it by refined
-    elites, so the bandit compares unlike things; a spread round refines every sketch once.
-    0 (off): with 1 it did not beat the defaults beyond run-to-run noise on the selection half (docs/harl.md)."""
+    gets its own bandit reward. The warm-up judges a sketch by 1-3 random fills, the rounds after
+    it by refined elites, so the bandit compares unlike things; a spread round refines every
+    sketch once. 0 (off): with 1 it did not beat the defaults beyond run-to-run noise on the
+    selection half (docs/harl.md)."""
     reward_clip: float = 1.0
     """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
 

@@ -82,7 +82,8 @@ def select_candidates(
 
 
 def spread_over_sketches(pools: Sequence[Sequence[Pair]], k: int, measured: set[str]) -> list[Pair]:
-    """A task's first batch: round-robin over its sketches' ranked fills, `k` unmeasured in all.
+    """Round-robin over per-sketch ranked pools, `k` unmeasured in all: a task's first batch
+    (random fills) and its spread rounds (refined schedules).
 
     MetaSchedule's first batch covers every sketch; the sketch bandit would otherwise spend one
     whole round per sketch just to try each once.
