@@ -240,3 +240,36 @@ def test_batched_decode_state_equals_one_state_per_plan():
             for p, v in enumerate(gf.order):
                 plan[v] = int(row[p])
             check_partition(g, plan, k)
+
+
+def test_stage_budget_is_the_least_peak_along_the_topological_order():
+    """The decoder measures stages against the order's least K-run peak: never below the even
+    share or the largest node, reached by an actual split of the order, and far above the even
+    share on a graph whose peak a few large layers decide (BERT-shaped, K = 16)."""
+    from hiertune.policies.pointer_net import stage_budget
+    from hiertune.solvers.order_split import split_order
+
+    g = load_zoo_graph("bert_base", "tflite")
+    gf = graph_features(g)
+    for k in (2, 4, 16):
+        budget = stage_budget(gf, k)
+        assert budget >= max(1.0 / k, gf.param_share.max()) - 1e-12
+        plan = split_order(g, gf.order, k)  # the best split of that same order
+        peak = evaluate_partition(g, plan, k)[0]
+        assert budget == pytest.approx(peak / gf.weights.sum())
+        assert stage_budget(gf, k, "even") == 1.0 / k
+    assert stage_budget(gf, 16) > 2.0 / 16
+    with pytest.raises(HiertuneError, match="stage_budget"):
+        PointerNetConfig(stage_budget="median")
+
+
+def test_checkpoint_without_stage_budget_loads_as_even(tmp_path):
+    """Nets trained before the budget existed keep decoding as they were trained."""
+    from hiertune.policies.pointer_net import save_checkpoint
+
+    path = tmp_path / "old.pt"
+    save_checkpoint(PointerNet(PointerNetConfig(hidden=16, embed=8)), path)
+    blob = torch.load(str(path), weights_only=True)
+    del blob["config"]["stage_budget"]
+    torch.save(blob, str(path))
+    assert load_scheduler(path).net.config.stage_budget == "even"

@@ -47,7 +47,7 @@ def cut_comm_bytes(graph: OpGraph, order: list[int]) -> np.ndarray:
     return np.cumsum(diff)[: n + 1]
 
 
-def _least_peak(prefix: np.ndarray, num_stages: int) -> float:
+def least_peak(prefix: np.ndarray, num_stages: int) -> float:
     """The least peak over splits of the order into `num_stages` non-empty runs: bisection on the
     peak, each test whether K greedy runs (each as long as it fits) hold the whole order; when
     fewer do, splitting some further to exactly K never raises the peak, as K <= N."""
@@ -86,7 +86,7 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
     comm = cut_comm_bytes(graph, order)
     inf = np.inf
 
-    best_peak = _least_peak(prefix, K)
+    best_peak = least_peak(prefix, K)
 
     # Phase 2: least (off-cache sum, largest cut comm) with every stage within best_peak. The
     # DP's state after stages 0..k is the end j of stage k; only ends from which both the
