@@ -180,7 +180,7 @@ def test_a_few_training_steps_on_exact_labels_reduce_the_loss():
     samples, skipped = make_samples(graphs, labels)
     assert len(samples) + skipped == 16 and len(samples) >= 12
     batch = collate(samples)
-    cfg = TrainConfig(epochs=25, batch_size=len(samples), lr=2e-3, net=PointerNetConfig(hidden=64, embed=32))
+    cfg = TrainConfig(epochs=50, batch_size=len(samples), lr=2e-3, net=PointerNetConfig(hidden=64, embed=32))
     torch.manual_seed(0)
     net = PointerNet(cfg.net)
     before = float(net(batch).detach())
@@ -263,13 +263,49 @@ def test_stage_budget_is_the_least_peak_along_the_topological_order():
         PointerNetConfig(stage_budget="median")
 
 
-def test_checkpoint_without_stage_budget_loads_as_even(tmp_path):
+def test_checkpoint_without_stage_budget_loads_as_even_without_mask(tmp_path):
     """Nets trained before the budget existed keep decoding as they were trained."""
     from hiertune.policies.pointer_net import save_checkpoint
 
     path = tmp_path / "old.pt"
     save_checkpoint(PointerNet(PointerNetConfig(hidden=16, embed=8)), path)
     blob = torch.load(str(path), weights_only=True)
-    del blob["config"]["stage_budget"]
+    del blob["config"]["stage_budget"], blob["config"]["capacity_mask"]
     torch.save(blob, str(path))
-    assert load_scheduler(path).net.config.stage_budget == "even"
+    config = load_scheduler(path).net.config
+    assert config.stage_budget == "even" and not config.capacity_mask
+    with pytest.raises(HiertuneError, match="capacity_mask"):
+        PointerNetConfig(stage_budget="even", capacity_mask=True)
+
+
+def test_capacity_mask_keeps_plans_within_the_budget():
+    """The budget is never below the optimum's peak; under the capacity mask the greedy split of
+    the topological order stays decodable (the mask never forces it past the budget), and the
+    shipped net's plan on a long graph with many stages stays within the budget (without the
+    cut rule it cut early and overfilled its late stages)."""
+    from hiertune.policies.pointer_net import DecodeState, stage_budget
+
+    config = PointerNetConfig()
+    assert config.capacity_mask and config.stage_budget == "order"
+    for s, k in ((1, 2), (2, 4), (3, 6)):
+        g = generate_dag(s, SyntheticDagConfig(num_nodes=30))
+        gf = graph_features(g)
+        peak = evaluate_partition(g, _cpsat_labeler(g, k), k)[0]
+        assert peak <= stage_budget(gf, k) * gf.weights.sum() * (1 + 1e-9)
+    for g, k in ((load_zoo_graph("inceptionv3", "tflite"), 4), (load_zoo_graph("efficientnetb7", "tflite"), 16)):
+        gf = graph_features(g)
+        st = DecodeState(gf, k, capacity_mask=True)
+        nxt = 0
+        while not st.finished:
+            mask = st.mask()[0]
+            take = nxt if nxt < gf.n and mask[nxt] else gf.n
+            assert mask[take], "the greedy split of the order was masked off"
+            st.step(np.array([take]))
+            nxt += take < gf.n
+        load = np.bincount(st.stages[0], weights=gf.param_share, minlength=k)
+        assert load.max() <= stage_budget(gf, k) * (1 + 1e-9)
+    g = load_zoo_graph("efficientnetb7", "tflite")
+    plan = load_default_scheduler(SchedulerConfig(samples=0)).partition(g, 16)
+    assert load_default_scheduler().net.config.capacity_mask
+    budget = stage_budget(graph_features(g), 16) * sum(v.param_bytes for v in g.nodes)
+    assert evaluate_partition(g, plan, 16)[0] <= budget * (1 + 1e-9)

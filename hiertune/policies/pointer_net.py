@@ -63,10 +63,21 @@ class PointerNetConfig:
     # topological order; see the module docstring) or "even" (total/K, the shipped nets before it;
     # checkpoints without this field load as "even")
     stage_budget: str = "order"
+    # when decoding, keep every stage within the "order" budget, as a capacity mask does in neural
+    # routing solvers: a node that would fill its stage past the budget is masked (no plan that
+    # makes that move beats the budget, which is >= the optimum's peak), and so is a cut after
+    # which the unplaced nodes, split greedily along the topological order, no longer fit the
+    # stages left (without it the net cuts early and must overfill a late stage). Not applied to
+    # the teacher traces: a net trained under the mask never learns the cuts it forces, and
+    # decoded worse. Checkpoints without this field load as False.
+    capacity_mask: bool = True
 
     def __post_init__(self) -> None:
         if self.stage_budget not in STAGE_BUDGETS:
             raise HiertuneError(f"stage_budget={self.stage_budget!r}: expected one of {', '.join(STAGE_BUDGETS)}")
+        if self.capacity_mask and self.stage_budget != "order":
+            raise HiertuneError("capacity_mask needs stage_budget='order': the even share is below the "
+                                "optimum's peak, so masking against it would cut optimal plans off")
 
 
 # ----------------------------------------------------------------------------- graph features
@@ -183,11 +194,13 @@ class DecodeState:
     (no Python loop over the samples). Item index n means "cut here".
     """
 
-    def __init__(self, gf: GraphFeatures, num_stages: int, count: int = 1, budget: str = "order") -> None:
+    def __init__(self, gf: GraphFeatures, num_stages: int, count: int = 1, budget: str = "order",
+                 capacity_mask: bool = False) -> None:
         self.gf = gf
         self.k = num_stages
         n = gf.n
         self.target = stage_budget(gf, num_stages, budget)  # per-stage budget, a share of all bytes
+        self.capacity_mask = capacity_mask
         # no plan beats the even share or the largest single node: the peak's lower bound
         self.lower_bound = max(self.target, float(gf.param_share.max()) if gf.n else 0.0)
         self.stage = np.zeros(count, dtype=np.int64)
@@ -200,6 +213,7 @@ class DecodeState:
         self.ready = np.tile(indegree == 0, (count, 1))
         self.frontier = np.zeros(count)           # normalised bytes crossing a cut made now
         self.stages = np.zeros((count, n), dtype=np.int64)
+        self.unplaced = np.tile(gf.param_share, (count, 1))  # shares of the nodes not yet emitted
         self._edges = gf.memo_edges()
 
     @property
@@ -214,8 +228,31 @@ class DecodeState:
         return left_after >= self.k - 1 - self.stage
 
     def mask(self) -> np.ndarray:
-        """[count, N+1]: the ready nodes (while enough nodes remain for the stages left) and the cut."""
-        return np.concatenate([self.ready & self.node_allowed()[:, None], self.cut_allowed()[:, None]], axis=1)
+        """[count, N+1]: the ready nodes (while enough nodes remain for the stages left) and the
+        cut; with the capacity mask, only those that keep every stage within the budget (see
+        `PointerNetConfig.capacity_mask`), in each plan where any such move is left."""
+        nodes, cut = self.ready & self.node_allowed()[:, None], self.cut_allowed()
+        if self.capacity_mask:
+            room = self.target * (1 + 1e-9)  # float sums of shares; the budget itself is exact
+            fits = self.cum_stage[:, None] + self.gf.param_share[None, :] <= room
+            nodes_cap = nodes & (fits | ~cut[:, None])  # a stage that cannot be closed takes any node
+            cut_cap = cut & self._rest_fits(room)
+            some = nodes_cap.any(1) | cut_cap  # else the plan is past saving: the plain rules
+            nodes, cut = np.where(some[:, None], nodes_cap, nodes), np.where(some, cut_cap, cut)
+        return np.concatenate([nodes, cut[:, None]], axis=1)
+
+    def _rest_fits(self, room: float) -> np.ndarray:
+        """Per plan: whether its unplaced nodes, split along the topological order into runs of at
+        most `room` (each as long as it fits: the fewest runs), fill no more than the stages after
+        the open one."""
+        prefix = np.cumsum(self.unplaced, axis=1)
+        reach = np.zeros(prefix.shape[0])
+        runs = self.k - 1 - self.stage
+        for m in range(int(runs.max(initial=0))):
+            last = (prefix <= (reach + room)[:, None]).sum(1) - 1  # the last position a run reaches
+            ahead = np.take_along_axis(prefix, np.maximum(last, 0)[:, None], 1)[:, 0]
+            reach = np.where((m < runs) & (last >= 0), np.maximum(reach, ahead), reach)
+        return reach >= prefix[:, -1] * (1 - 1e-9)
 
     def global_features(self) -> np.ndarray:
         n, k = self.gf.n, self.k
@@ -253,6 +290,7 @@ class DecodeState:
         nodes = items[rows]
         self.ready[rows, nodes] = False
         self.stages[rows, nodes] = self.stage[rows]
+        self.unplaced[rows, nodes] = 0.0
         self.stage_nodes[rows] += 1
         self.emitted[rows] += 1
         share = self.gf.param_share[nodes]
@@ -271,9 +309,9 @@ class DecodeState:
 
 
 def teacher_trace(gf: GraphFeatures, num_stages: int, label_by_pos: np.ndarray,
-                  budget: str = "order") -> dict[str, np.ndarray]:
+                  config: PointerNetConfig) -> dict[str, np.ndarray]:
     """Replay a labelled partition through DecodeState; record inputs, masks and target sets."""
-    st = DecodeState(gf, num_stages, budget=budget)
+    st = DecodeState(gf, num_stages, budget=config.stage_budget)  # no capacity mask: see PointerNetConfig
     n = gf.n
     steps = n + num_stages - 1
     prev = np.zeros(steps, dtype=np.int64)
@@ -429,7 +467,7 @@ class PointerNet(nn.Module):
         item_gates, state_weight = self.cell_projections(items)
         ref = self.w_ref(items[:-1]).unsqueeze(0)
         hx, cx = hx.expand(count, -1), cx.expand(count, -1)
-        states = DecodeState(gf, num_stages, count, self.config.stage_budget)
+        states = DecodeState(gf, num_stages, count, self.config.stage_budget, self.config.capacity_mask)
         share_t = torch.from_numpy((gf.param_share / states.target).astype(np.float32)).unsqueeze(0).expand(count, -1)
         last = torch.full((count,), gf.n + 1, dtype=torch.long)
         first = 1 if greedy_first else 0  # the first sampled row
@@ -557,7 +595,7 @@ def load_scheduler(path: str | Path, config: SchedulerConfig = SchedulerConfig()
         )
     try:
         blob = torch.load(str(path), map_location="cpu", weights_only=True)
-        net = PointerNet(PointerNetConfig(**{"stage_budget": "even", **blob["config"]}))
+        net = PointerNet(PointerNetConfig(**{"stage_budget": "even", "capacity_mask": False, **blob["config"]}))
         net.load_state_dict({k: v.float() for k, v in blob["state_dict"].items()})
     except (RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as err:
         raise HiertuneError(f"pointer-net checkpoint {path} cannot be loaded ({err}); retrain it") from None

@@ -132,7 +132,7 @@ class Sample:
 
 
 def make_samples(graphs: list[OpGraph], labels: list[dict[str, Any]],
-                 budget: str = "order") -> tuple[list[Sample], int]:
+                 config: PointerNetConfig = PointerNetConfig()) -> tuple[list[Sample], int]:
     """Teacher traces of every label the decoder can express (skips labels with empty stages)."""
     out: list[Sample] = []
     skipped = 0
@@ -149,7 +149,7 @@ def make_samples(graphs: list[OpGraph], labels: list[dict[str, Any]],
         if len(set(rec["stages"])) < min(k, g.num_nodes):
             skipped += 1
             continue
-        tr = teacher_trace(gf, k, by_pos, budget)
+        tr = teacher_trace(gf, k, by_pos, config)
         tr.update(feats=gf.feats, a_pred=ap, a_succ=asc, share=gf.param_share.astype(np.float32))
         out.append(Sample(g, k, list(rec["stages"]), tr))
     return out, skipped
@@ -298,22 +298,29 @@ def main(argv: list[str] | None = None) -> int:
                     help="stage counts K to label and train on (the plans the net will be asked for)")
     ap.add_argument("--stage-budget", choices=STAGE_BUDGETS, default=None,
                     help="what the decoder measures a stage against (default: --init's, else 'order')")
+    ap.add_argument("--no-capacity-mask", action="store_true",
+                    help="decode without the capacity mask (see PointerNetConfig.capacity_mask)")
     args = ap.parse_args(argv)
     if min(args.stages) < 2:
         raise HiertuneError(f"--stages {' '.join(map(str, args.stages))}: every K must be >= 2 (K = 1 needs no plan)")
     torch.set_num_threads(args.threads)
     init = load_scheduler(args.init).net.train() if args.init else None  # a bad path fails before the labels
-    budget = args.stage_budget or (init.config.stage_budget if init else "order")
-    if init is not None and init.config.stage_budget != budget:
-        raise HiertuneError(f"--stage-budget {budget}: --init {args.init} was trained with "
-                            f"{init.config.stage_budget!r}; fine-tuning keeps a net's features")
+    if init is not None:  # fine-tuning keeps the net's features and masks
+        if args.stage_budget not in (None, init.config.stage_budget):
+            raise HiertuneError(f"--stage-budget {args.stage_budget}: --init {args.init} was trained with "
+                                f"{init.config.stage_budget!r}; fine-tuning keeps a net's features")
+        net_config = init.config
+    else:
+        budget = args.stage_budget or "order"
+        net_config = PointerNetConfig(stage_budget=budget, capacity_mask=budget == "order" and not args.no_capacity_mask)
     try:
         long_graphs = tuple((int(a), int(b)) for a, b in (x.split(":") for x in args.long_graphs.split(",") if x))
     except ValueError:
         raise HiertuneError(f"--long-graphs {args.long_graphs!r}: expected size:count pairs like 60:500,120:250") from None
     cfg = TrainConfig(graphs=args.graphs, long_graphs=long_graphs, epochs=args.epochs, seed=args.seed,
                       lr=args.lr, batch_size=args.batch_size, solver=args.solver,
-                      stages=tuple(sorted(set(args.stages))), net=PointerNetConfig(stage_budget=budget))
+                      stages=tuple(sorted(set(args.stages))),
+                      net=net_config)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     cache = Path(args.labels)
@@ -331,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.labels_only:
         print(f"{len(labels)} labels cached in {cache} ({t_label:.0f} s)")
         return 0
-    samples, skipped = make_samples(graphs, labels, budget)
+    samples, skipped = make_samples(graphs, labels, cfg.net)
     hold_graphs = {g.name for gs in sets for g in gs[-max(1, int(round(cfg.holdout * len(gs)))):]}
     train_s = [s for s in samples if s.graph.name not in hold_graphs]
     hold_s = [s for s in samples if s.graph.name in hold_graphs]
