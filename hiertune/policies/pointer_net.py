@@ -214,6 +214,7 @@ class DecodeState:
         self.frontier = np.zeros(count)           # normalised bytes crossing a cut made now
         self.stages = np.zeros((count, n), dtype=np.int64)
         self.unplaced = np.tile(gf.param_share, (count, 1))  # shares of the nodes not yet emitted
+        self.rest_fits = np.zeros(count, dtype=bool)  # memo of _rest_fits for the open stage
         self._edges = gf.memo_edges()
 
     @property
@@ -236,23 +237,43 @@ class DecodeState:
             room = self.target * (1 + 1e-9)  # float sums of shares; the budget itself is exact
             fits = self.cum_stage[:, None] + self.gf.param_share[None, :] <= room
             nodes_cap = nodes & (fits | ~cut[:, None])  # a stage that cannot be closed takes any node
-            cut_cap = cut & self._rest_fits(room)
+            cut_cap = cut & self._update_rest_fits(room)
             some = nodes_cap.any(1) | cut_cap  # else the plan is past saving: the plain rules
             nodes, cut = np.where(some[:, None], nodes_cap, nodes), np.where(some, cut_cap, cut)
         return np.concatenate([nodes, cut[:, None]], axis=1)
 
-    def _rest_fits(self, room: float) -> np.ndarray:
+    def _update_rest_fits(self, room: float) -> np.ndarray:
         """Per plan: whether its unplaced nodes, split along the topological order into runs of at
         most `room` (each as long as it fits: the fewest runs), fill no more than the stages after
-        the open one."""
-        prefix = np.cumsum(self.unplaced, axis=1)
-        reach = np.zeros(prefix.shape[0])
-        runs = self.k - 1 - self.stage
-        for m in range(int(runs.max(initial=0))):
-            last = (prefix <= (reach + room)[:, None]).sum(1) - 1  # the last position a run reaches
-            ahead = np.take_along_axis(prefix, np.maximum(last, 0)[:, None], 1)[:, 0]
-            reach = np.where((m < runs) & (last >= 0), np.maximum(reach, ahead), reach)
-        return reach >= prefix[:, -1] * (1 - 1e-9)
+        the open one. Within a stage the answer only turns from no to yes (fewer nodes never need
+        more runs), so it is kept, and a plan is split only when the bounds leave it open: the
+        unplaced bytes must fit the runs, and do when each run loses less than the largest node."""
+        open_rows = np.flatnonzero(~self.rest_fits)
+        if not open_rows.size:
+            return self.rest_fits
+        unplaced = self.unplaced[open_rows]
+        rest, largest = unplaced.sum(1), unplaced.max(1)
+        runs = self.k - 1 - self.stage[open_rows]
+        fits = rest <= runs * (room - largest)
+        unsure = np.flatnonzero(~fits & (rest <= runs * room))
+        if unsure.size:
+            # every row's running sums in one sorted array (row i shifted by 4i, as sums and the
+            # room are at most 1 each), so each run is one searchsorted over all rows
+            n = unplaced.shape[1]
+            shift = 4.0 * np.arange(unsure.size)
+            flat = (np.cumsum(unplaced[unsure], axis=1) + shift[:, None]).ravel()
+            total = flat[n - 1 :: n] - shift
+            reach, left = np.zeros(unsure.size), runs[unsure]
+            for _ in range(int(left.max())):
+                last = np.searchsorted(flat, reach + room + shift, side="right") - 1  # where a run ends
+                moved = (left > 0) & (last >= np.arange(unsure.size) * n)
+                reach = np.where(moved, np.maximum(reach, flat[last] - shift), reach)
+                left -= 1
+                if (reach >= total * (1 - 1e-9)).all():
+                    break
+            fits[unsure] = reach >= total * (1 - 1e-9)
+        self.rest_fits[open_rows] = fits
+        return self.rest_fits
 
     def global_features(self) -> np.ndarray:
         n, k = self.gf.n, self.k
@@ -282,6 +303,7 @@ class DecodeState:
         items = np.asarray(items, dtype=np.int64)
         cut = items == n
         self.stage[cut] += 1
+        self.rest_fits[cut] = False  # one stage fewer for the rest: ask again
         self.stage_nodes[cut] = 0
         self.cum_stage[cut] = 0.0
         rows = np.flatnonzero(~cut)
