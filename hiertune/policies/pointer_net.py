@@ -544,11 +544,11 @@ def adjacency(gf: GraphFeatures, sparse: bool = False, size: int | None = None):
 class SchedulerConfig:
     """Inference options: the greedy plan plus `samples` sampled plans; the best one is returned.
 
-    Why sample by default: the greedy decode of a net trained on 30..120-node DAGs drifts on long
-    real graphs (25-41% peak gap on zoo models), while the best of 8 samples, ranked by the ILP's
-    lexicographic objectives (`evaluate_partition`), is within a few percent. The greedy plan
-    rides in the samples' batch, so all nine cost about 3x one greedy decode (0.04-0.07 s CPU at
-    90-180 nodes, 0.25-0.33 s at 700-770). `samples=0` is the pure greedy policy.
+    Why sample by default: on long real graphs the greedy decode of a net trained on 30..120-node
+    DAGs still misses now and then, and the best of 8 samples, ranked by the ILP's lexicographic
+    objectives (`evaluate_partition`), catches most of those misses at little cost: the greedy plan
+    rides in the samples' batch, and a decoding step costs about the same for nine plans as for
+    one. `samples=0` is the pure greedy policy.
     """
 
     samples: int = 8
