@@ -309,3 +309,21 @@ def test_capacity_mask_keeps_plans_within_the_budget():
     assert load_default_scheduler().net.config.capacity_mask
     budget = stage_budget(graph_features(g), 16) * sum(v.param_bytes for v in g.nodes)
     assert evaluate_partition(g, plan, 16)[0] <= budget * (1 + 1e-9)
+
+
+def test_best_start_ranks_its_plans_after_exact_cut_placement():
+    """`best` keeps the candidate the window would start best from: each plan is ranked after its
+    cuts are placed exactly, not as it comes (a raw plan that is better can refine to a worse one)."""
+    from hiertune.platform.solver_actor import pointer_inc_ilp
+    from hiertune.policies.pointer_net import default_scheduler
+    from hiertune.solvers.incilp import IncIlpConfig, initial_candidates
+    from hiertune.solvers.order_split import refine_cuts
+
+    for name in ("inceptionv3", "nasnetmobile"):
+        g = load_zoo_graph(name, "tflite")
+        refined = {source: evaluate_partition(g, refine_cuts(g, stages, 4), 4)
+                   for stages, source in initial_candidates(g, 4, "best", scheduler=default_scheduler())}
+        assert set(refined) == {"libcoral", "pointer"}
+        res = pointer_inc_ilp(g, 4, IncIlpConfig(initial="best", gamma=2))
+        assert tuple(res.refined_objectives) == min(refined.values())
+        assert refined[res.initial_source] == min(refined.values())

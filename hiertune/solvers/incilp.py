@@ -62,7 +62,7 @@ class IncIlpConfig:
     gamma: float = 10
     """Window half-width in ASAP levels around the initial plan's stage boundaries (inf: the exact ILP)."""
     initial: str = "auto"
-    """Initial plan: auto = the cheapest, libcoral's split (or the plan passed in, when better), never the pointer net; best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; pointer / libcoral / given: that plan alone."""
+    """Initial plan: auto = the cheapest, libcoral's split (or the plan passed in, when better), never the pointer net; best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; pointer / libcoral / given: that plan alone. Candidates are ranked after exact cut placement (with refine_cuts), as the window starts from them."""
     window: str = "adjacent"
     """Where a re-opened node may go: across the boundaries whose window holds it (adjacent), or any stage its fixed neighbours allow (any: a larger model, the paper's)."""
     rounds: int = 1
@@ -107,46 +107,47 @@ class IncIlpResult:
         return self.solve_seconds + self.init_seconds
 
 
+def initial_candidates(
+    graph: OpGraph, num_stages: int, source: str = "auto", given: list[int] | None = None,
+    scheduler: Scheduler | None = None,
+) -> list[tuple[list[int], str]]:
+    """The initial plans a source asks for, each with where it came from. `auto` takes the cheap
+    plans only: libcoral's split (a linear pass; with exact cuts the window reaches the same
+    optimum as from the pointer net's plan) and the given plan; `best` also asks the scheduler
+    (when one is passed), as insurance against a weak pre-scheduler. The scheduler comes from
+    the caller: this layer knows no pointer net (`policies.pointer_net.default_scheduler` is the
+    usual one)."""
+    if source not in INITIAL_SOURCES:
+        raise HiertuneError(f"initial plan source {source!r} is unknown; use one of {', '.join(INITIAL_SOURCES)}")
+    if source == "given" and given is None:
+        raise HiertuneError("initial='given' needs an initial plan (a stage per node)")
+    if source == "pointer" and scheduler is None:
+        raise HiertuneError(
+            "initial='pointer' needs a pre-scheduler and none was passed (the pointer-net "
+            "checkpoint may be missing: train it with python -m hiertune.policies.train_pointer_net); "
+            "or use initial='libcoral'"
+        )
+    candidates: list[tuple[list[int], str]] = []
+    if source in ("auto", "best", "libcoral"):
+        candidates.append((libcoral_partition(graph, num_stages), "libcoral"))
+    if given is not None and source in ("auto", "best", "given"):
+        candidates.append((list(given), "given"))
+    if scheduler is not None and source in ("best", "pointer"):
+        candidates.append((scheduler.partition(graph, num_stages), "pointer"))
+    for stages, _ in candidates:
+        check_partition(graph, stages, num_stages)
+    return candidates
+
+
 def initial_partition(
     graph: OpGraph, num_stages: int, source: str = "auto", given: list[int] | None = None,
     scheduler: Scheduler | None = None, cache_bytes: int = EDGE_TPU_CACHE_BYTES,
 ) -> tuple[list[int], str]:
-    """The initial plan and where it came from. `auto` takes the cheap plans only: libcoral's
-    split (a linear pass; with exact cuts the window reaches the same optimum as from the pointer
-    net's plan) or the given plan when it is better; `best` also asks the scheduler (when one is
-    passed) and keeps the lexicographically best (insurance against a weak pre-scheduler). The
-    scheduler comes from the caller: this layer knows no pointer net
-    (`policies.pointer_net.default_scheduler` is the usual one)."""
-    if source not in INITIAL_SOURCES:
-        raise HiertuneError(f"initial plan source {source!r} is unknown; use one of {', '.join(INITIAL_SOURCES)}")
-    if source in ("auto", "best"):
-        candidates = [(libcoral_partition(graph, num_stages), "libcoral")]
-        if given is not None:
-            check_partition(graph, given, num_stages)
-            candidates.append((list(given), "given"))
-        if source == "best" and scheduler is not None:
-            stages = scheduler.partition(graph, num_stages)
-            check_partition(graph, stages, num_stages)
-            candidates.append((stages, "pointer"))
-        if len(candidates) == 1:
-            return candidates[0]
-        return min(candidates, key=lambda c: evaluate_partition(graph, c[0], num_stages, cache_bytes))
-    if source == "given":
-        if given is None:
-            raise HiertuneError("initial='given' needs an initial plan (a stage per node)")
-        check_partition(graph, given, num_stages)
-        return list(given), "given"
-    if source == "pointer":
-        if scheduler is None:
-            raise HiertuneError(
-                "initial='pointer' needs a pre-scheduler and none was passed (the pointer-net "
-                "checkpoint may be missing: train it with python -m hiertune.policies.train_pointer_net); "
-                "or use initial='libcoral'"
-            )
-        stages = scheduler.partition(graph, num_stages)
-        check_partition(graph, stages, num_stages)
-        return stages, "pointer"
-    return libcoral_partition(graph, num_stages), "libcoral"
+    """The lexicographically best of the source's plans (`initial_candidates`), as they come."""
+    candidates = initial_candidates(graph, num_stages, source, given, scheduler)
+    if len(candidates) == 1:
+        return candidates[0]
+    return min(candidates, key=lambda c: evaluate_partition(graph, c[0], num_stages, cache_bytes))
 
 
 def window_levels(graph: OpGraph) -> list[int]:
@@ -232,9 +233,12 @@ def inc_ilp(
     config = config or IncIlpConfig()
     _check_window(config.window)  # before the initial plan's inference, not after it
     t0, c0 = time.perf_counter(), time.process_time()
-    init, source = initial_partition(graph, num_stages, config.initial, initial, scheduler,
-                                     config.ilp.cache_bytes)
-    plan = refine_cuts(graph, init, num_stages, config.ilp.cache_bytes) if config.refine_cuts else init
+    # every candidate is ranked as the window will start from it: after exact cut placement
+    starts = [(stages, refine_cuts(graph, stages, num_stages, config.ilp.cache_bytes) if config.refine_cuts
+               else stages, source)
+              for stages, source in initial_candidates(graph, num_stages, config.initial, initial, scheduler)]
+    init, plan, source = (starts[0] if len(starts) == 1 else
+                          min(starts, key=lambda s: evaluate_partition(graph, s[1], num_stages, config.ilp.cache_bytes)))
     init_seconds, init_cpu = time.perf_counter() - t0, time.process_time() - c0
     solve_s = cpu_s = 0.0
     window_size = rounds = 0
