@@ -331,9 +331,10 @@ class DecodeState:
 
 
 def teacher_trace(gf: GraphFeatures, num_stages: int, label_by_pos: np.ndarray,
-                  config: PointerNetConfig) -> dict[str, np.ndarray]:
-    """Replay a labelled partition through DecodeState; record inputs, masks and target sets."""
-    st = DecodeState(gf, num_stages, budget=config.stage_budget)  # no capacity mask: see PointerNetConfig
+                  budget: str = "order") -> dict[str, np.ndarray]:
+    """Replay a labelled partition through DecodeState; record inputs, masks and target sets
+    (without the capacity mask: see `PointerNetConfig.capacity_mask`)."""
+    st = DecodeState(gf, num_stages, budget=budget)
     n = gf.n
     steps = n + num_stages - 1
     prev = np.zeros(steps, dtype=np.int64)

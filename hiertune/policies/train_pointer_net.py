@@ -135,7 +135,7 @@ class Sample:
 
 
 def make_samples(graphs: list[OpGraph], labels: list[dict[str, Any]],
-                 config: PointerNetConfig = PointerNetConfig()) -> tuple[list[Sample], int]:
+                 budget: str = "order") -> tuple[list[Sample], int]:
     """Teacher traces of every label the decoder can express (skips labels with empty stages)."""
     out: list[Sample] = []
     skipped = 0
@@ -152,7 +152,7 @@ def make_samples(graphs: list[OpGraph], labels: list[dict[str, Any]],
         if len(set(rec["stages"])) < min(k, g.num_nodes):
             skipped += 1
             continue
-        tr = teacher_trace(gf, k, by_pos, config)
+        tr = teacher_trace(gf, k, by_pos, budget)
         tr.update(feats=gf.feats, a_pred=ap, a_succ=asc, share=gf.param_share.astype(np.float32))
         out.append(Sample(g, k, list(rec["stages"]), tr))
     return out, skipped
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.labels_only:
         print(f"{len(labels)} labels cached in {cache} ({t_label:.0f} s)")
         return 0
-    samples, skipped = make_samples(graphs, labels, cfg.net)
+    samples, skipped = make_samples(graphs, labels, cfg.net.stage_budget)
     hold_graphs = {g.name for gs in sets for g in gs[-max(1, int(round(cfg.holdout * len(gs)))):]}
     train_s = [s for s in samples if s.graph.name not in hold_graphs]
     hold_s = [s for s in samples if s.graph.name in hold_graphs]
