@@ -234,16 +234,17 @@ def inc_ilp(
     _check_window(config.window)  # before the initial plan's inference, not after it
     t0, c0 = time.perf_counter(), time.process_time()
     # every candidate is ranked as the window will start from it: after exact cut placement
-    starts = [(stages, refine_cuts(graph, stages, num_stages, config.ilp.cache_bytes) if config.refine_cuts
-               else stages, source)
+    cache = config.ilp.cache_bytes
+    starts = [(stages, refine_cuts(graph, stages, num_stages, cache) if config.refine_cuts else stages, source)
               for stages, source in initial_candidates(graph, num_stages, config.initial, initial, scheduler)]
-    init, plan, source = (starts[0] if len(starts) == 1 else
-                          min(starts, key=lambda s: evaluate_partition(graph, s[1], num_stages, config.ilp.cache_bytes)))
+    keys = [evaluate_partition(graph, plan, num_stages, cache) for _, plan, _ in starts] if len(starts) > 1 else []
+    chosen = min(range(len(starts)), key=keys.__getitem__) if keys else 0
+    init, plan, source = starts[chosen]
     init_seconds, init_cpu = time.perf_counter() - t0, time.process_time() - c0
+    start_key = keys[chosen] if keys else evaluate_partition(graph, plan, num_stages, cache)  # not timed: a report
     solve_s = cpu_s = 0.0
     window_size = rounds = 0
     best = None
-    init_plan = plan
     while rounds < max(config.rounds, 1):
         allowed = window_allowed(graph, plan, num_stages, config.gamma, config.window)
         result = solve_partition(graph, num_stages, config.ilp, allowed=allowed, hint=plan)
@@ -267,13 +268,12 @@ def inc_ilp(
         gamma=config.gamma,
         initial_source=source,
         initial_stages=init,
-        initial_objectives=evaluate_partition(graph, init, num_stages, config.ilp.cache_bytes),
-        refined_objectives=(evaluate_partition(graph, init_plan, num_stages, config.ilp.cache_bytes)
-                            if config.refine_cuts else None),
+        initial_objectives=evaluate_partition(graph, init, num_stages, cache),
+        refined_objectives=start_key if config.refine_cuts else None,
         num_vars=result.num_vars,
         fallback=result.fallback,
         cpu_seconds=cpu_s,
         init_cpu_seconds=init_cpu,
         rounds=rounds,
-        lower_bounds=global_lower_bounds(graph, num_stages, config.ilp.cache_bytes),
+        lower_bounds=global_lower_bounds(graph, num_stages, cache),
     )
