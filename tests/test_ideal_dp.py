@@ -17,7 +17,7 @@ from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice, ideal_pa
 from hiertune.solvers.ilp import IlpConfig, PartitionError, check_partition, evaluate_partition, solve_partition
 from hiertune.solvers.incilp import window_allowed
 from hiertune.solvers.order_split import refine_cuts
-from hiertune.solvers.window_dp import window_partition
+from hiertune.solvers.window_dp import WINDOW_MAX_IDEALS, ideals_lower_bound, monotone_allowed, window_partition
 from hiertune.solvers.zoo import load_zoo_graph
 
 
@@ -104,6 +104,19 @@ def test_auto_solves_a_narrow_window_by_the_dp_and_a_wide_one_by_the_ilp():
     assert res.solver != "ideal-dp" and "ideal-dp" in res.phases[0]
     with pytest.raises(IdealDpLimitError):
         window_partition(wide, 8, window_allowed(wide, plan, 8, 10), IlpConfig().cache_bytes)
+
+
+def test_ideals_lower_bound_never_exceeds_the_lattice_and_spots_wide_cells():
+    """The chain bound that lets `auto` skip enumerating a window too wide for the DP: a true lower
+    bound (random DAGs, every node free), and above the DP's limit on NASNet's cells."""
+    for seed in range(40):
+        g = generate_dag(seed, SyntheticDagConfig(num_nodes=24))
+        assert 1 <= ideals_lower_bound(g, list(range(g.num_nodes))) <= ideal_lattice(g, 10**6).size
+    wide = load_zoo_graph("nasnetmobile", "tflite")
+    plan = refine_cuts(wide, libcoral_partition(wide, 8), 8)
+    sets = monotone_allowed(wide, 8, window_allowed(wide, plan, 8, 10))
+    free = [v for v, ks in enumerate(sets) if ks[0] <= 0 < ks[-1]]
+    assert ideals_lower_bound(wide, free) > WINDOW_MAX_IDEALS
 
 
 def test_partition_command_with_the_ideal_dp(tmp_path, capsys):

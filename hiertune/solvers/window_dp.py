@@ -6,6 +6,8 @@ along every edge), I_b must hold every node with hi_v <= b and no node with lo_v
 are ideals, and only the ideals between them are enumerated, by `ideal_lattice` from the first
 over the nodes it may add. Nodes far from boundary b are fixed, so that interval is tiny even
 where the whole graph's lattice has millions of ideals (NASNet's cells), unless the window is.
+Such a window is told apart before its enumeration by a cheap lower bound on its ideals
+(`ideals_lower_bound`), so `auto` hands it to the ILP at once instead of after 0.1-0.5 s.
 
 Consecutive boundaries interact only through the nodes open across both (lo_v <= b-1, hi_v >=
 b+1): I_{b-1} must be inside I_b there, and a node entering at b must allow stage b. Every other
@@ -56,6 +58,51 @@ def monotone_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] | 
         sets = tighter
 
 
+CHAIN_BOUND_MIN_WIDTH = 5
+"""Widest ASAP level of a boundary interval from which its ideals are bounded below before they
+are enumerated (narrower intervals are cheaper to enumerate than to bound)."""
+
+
+def ideals_lower_bound(graph: OpGraph, free: list[int]) -> int:
+    """At least this many ideals lie between a boundary interval's base and base + `free`.
+
+    Chains C_1..C_m of free nodes, every node of one incomparable with every node of another,
+    give prod(|C_i| + 1) distinct ideals (down-close one prefix per chain: its meet with each chain
+    is that prefix). The chains grow from the widest ASAP level (an antichain: levels rise along
+    every edge) outwards, a node joining the one chain it is comparable with throughout. On
+    NASNet's cells (7 parallel branches of 4-8 ops) this proves in a millisecond that the interval
+    holds millions of ideals, where enumerating the first 20,000 took 0.4 s."""
+    level = graph.asap_levels()
+    members = set(free)
+    order = [v for v in graph.topological_order() if v in members]
+    succ, pred = graph.successors(), graph.predecessors()
+    below = {v: 0 for v in order}  # descendants within the free nodes: a path between two free nodes
+    # never leaves them, as allowed stages rise along every edge
+    for v in reversed(order):
+        for w in succ[v]:
+            if w in members:
+                below[v] |= (1 << w) | below[w]
+    above = {v: 0 for v in order}
+    for v in order:
+        for u in pred[v]:
+            if u in members:
+                above[v] |= (1 << u) | above[u]
+    widths: dict[int, list[int]] = {}
+    for v in order:
+        widths.setdefault(level[v], []).append(v)
+    seed_level, seeds = max(widths.items(), key=lambda item: len(item[1]))
+    chains = [1 << v for v in seeds]
+    for v in sorted((v for v in order if level[v] != seed_level), key=lambda v: abs(level[v] - seed_level)):
+        related = below[v] | above[v]
+        touching = [i for i, chain in enumerate(chains) if chain & related]
+        if len(touching) == 1 and not chains[touching[0]] & ~related:
+            chains[touching[0]] |= 1 << v
+    bound = 1
+    for chain in chains:
+        bound *= chain.bit_count() + 1
+    return bound
+
+
 def _members(masks: list[int], n: int, columns: np.ndarray) -> np.ndarray:
     """Bool matrix: does ideal i hold node columns[c]."""
     nbytes = (n + 7) // 8
@@ -86,6 +133,9 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
     for b in range(num_stages - 1):
         base = sum(bit[v] for v in np.flatnonzero(hi <= b).tolist())
         free = set(np.flatnonzero((lo <= b) & (hi > b)).tolist())
+        if _widest_level(graph, free) >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, sorted(free)) > budget:
+            raise IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around its "
+                                    f"boundary {b} (too wide for the window DP); use an ILP solver")
         try:
             lattice = ideal_lattice(graph, budget, deadline, base=base, free=free)
         except IdealDpLimitError as err:
@@ -97,6 +147,14 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
         layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
     layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
     return layers
+
+
+def _widest_level(graph: OpGraph, nodes: set[int]) -> int:
+    counts: dict[int, int] = {}
+    level = graph.asap_levels()
+    for v in nodes:
+        counts[level[v]] = counts.get(level[v], 0) + 1
+    return max(counts.values(), default=0)
 
 
 def _compatible(prev: _Layer, cur: _Layer, n: int, lo: np.ndarray, hi: np.ndarray,
