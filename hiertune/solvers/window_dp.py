@@ -130,10 +130,13 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
     bit = [1 << v for v in range(n)]
     layers = [_Layer([0], [0], [0])]
     budget = max_ideals
+    level = np.asarray(graph.asap_levels(), dtype=np.int64)
     for b in range(num_stages - 1):
         base = sum(bit[v] for v in np.flatnonzero(hi <= b).tolist())
-        free = set(np.flatnonzero((lo <= b) & (hi > b)).tolist())
-        if _widest_level(graph, free) >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, sorted(free)) > budget:
+        opened = np.flatnonzero((lo <= b) & (hi > b))
+        free = set(opened.tolist())
+        widest = int(np.bincount(level[opened]).max()) if opened.size else 0
+        if widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, opened.tolist()) > budget:
             raise IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around its "
                                     f"boundary {b} (too wide for the window DP); use an ILP solver")
         try:
@@ -147,14 +150,6 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
         layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
     layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
     return layers
-
-
-def _widest_level(graph: OpGraph, nodes: set[int]) -> int:
-    counts: dict[int, int] = {}
-    level = graph.asap_levels()
-    for v in nodes:
-        counts[level[v]] = counts.get(level[v], 0) + 1
-    return max(counts.values(), default=0)
 
 
 def _compatible(prev: _Layer, cur: _Layer, n: int, lo: np.ndarray, hi: np.ndarray,
