@@ -75,6 +75,8 @@ def ideals_lower_bound(graph: OpGraph, free: list[int]) -> int:
     level = graph.asap_levels()
     members = set(free)
     order = [v for v in graph.topological_order() if v in members]
+    if not order:
+        return 1  # the base alone
     succ, pred = graph.successors(), graph.predecessors()
     below = {v: 0 for v in order}  # descendants within the free nodes: a path between two free nodes
     # never leaves them, as allowed stages rise along every edge
@@ -133,19 +135,18 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
     level = np.asarray(graph.asap_levels(), dtype=np.int64)
     for b in range(num_stages - 1):
         base = sum(bit[v] for v in np.flatnonzero(hi <= b).tolist())
-        opened = np.flatnonzero((lo <= b) & (hi > b))
-        free = set(opened.tolist())
-        widest = int(np.bincount(level[opened]).max()) if opened.size else 0
-        if widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, opened.tolist()) > budget:
-            raise IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around its "
-                                    f"boundary {b} (too wide for the window DP); use an ILP solver")
+        opened = np.flatnonzero((lo <= b) & (hi > b)).tolist()
+        too_wide = IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around "
+                                     f"boundary {b} (too wide for the window DP); use an ILP solver")
+        widest = int(np.bincount(level[opened]).max()) if opened else 0
+        if widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, opened) > budget:
+            raise too_wide
         try:
-            lattice = ideal_lattice(graph, budget, deadline, base=base, free=free)
+            lattice = ideal_lattice(graph, budget, deadline, base=base, free=set(opened))
         except IdealDpLimitError as err:
             if time.perf_counter() > deadline:
                 raise
-            raise IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around its "
-                                    "boundaries (too wide for the window DP); use an ILP solver") from err
+            raise too_wide from err
         budget -= lattice.size
         layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
     layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
