@@ -156,6 +156,33 @@ def test_rounds_recentre_the_window_and_never_get_worse():
     check_partition(g, more.stages, 5)
 
 
+class _ExactScheduler:
+    """A pre-scheduler that knows the optimum (the whole-graph exact solve), counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def partition(self, graph, num_stages):
+        self.calls += 1
+        return exact_partition(graph, num_stages, ILP).stages
+
+
+def test_auto_asks_for_a_second_start_only_after_a_slow_unproven_window():
+    g = graph(2, 40)  # at gamma 1 libcoral's window misses the optimum's transfer objective
+    exact = exact_partition(g, 4, ILP)
+    one = inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP))
+    assert one.objectives > exact.objectives and not all(one.proven)
+    fast = _ExactScheduler()  # the default threshold: a window solved in milliseconds asks nobody
+    assert inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP), scheduler=fast).objectives == one.objectives
+    assert fast.calls == 0
+    slow = _ExactScheduler()  # a threshold of 0 s: every unproven window counts as slow
+    two = inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP, second_start_after_s=0), scheduler=slow)
+    assert slow.calls == 1 and two.objectives == exact.objectives
+    assert two.initial_source == "pointer" and two.rounds >= 2
+    assert inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP, second_start_after_s=math.inf),
+                   scheduler=_Refusing()).objectives == one.objectives
+
+
 def test_solver_layer_imports_neither_torch_nor_ray_even_when_solving():
     """The pre-scheduler is injected from above: importing and running Inc-ILP (default `best`
     start, no scheduler passed) must not pull the pointer net's torch or Ray in."""

@@ -63,6 +63,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         "own cuts (the paper) instead of placing them exactly along its order first")
     rounds, rounds_help = default("rounds")
     parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    second, second_help = default("second_start_after_s")
+    parser.add_argument("--second-start-after", type=float, default=second, metavar="SECONDS", help=second_help)
     limit, limit_help = default("ilp.time_limit_s")
     parser.add_argument("--time-limit", type=float, default=limit, help=limit_help)
     threads, threads_help = default("ilp.threads")
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.time_limit <= 0:
         raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
     for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1),
-                               ("--cache-mb", args.cache_mb, 0)):
+                               ("--cache-mb", args.cache_mb, 0), ("--second-start-after", args.second_start_after, 0)):
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
     if args.solver == "ideal-dp" and tuple(args.objectives) != PAPER_OBJECTIVES:
@@ -115,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         initial=args.initial,
         window=args.window,
         rounds=args.rounds,
+        second_start_after_s=args.second_start_after,
         refine_cuts=not args.no_refine_cuts,
         ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache,
                       objectives=args.objectives),

@@ -10,6 +10,7 @@ injected, and `pointer_inc_ilp` injects the shipped one, scoring with the solve'
 
 from __future__ import annotations
 
+import math
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -19,15 +20,16 @@ from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import IlpConfig, PartitionResult, solve_partition
 from hiertune.solvers.incilp import IncIlpConfig, IncIlpResult, inc_ilp
 
-SCHEDULED_SOURCES = ("pointer", "best")  # the initial-plan sources that ask the pointer net
+SCHEDULED_SOURCES = ("pointer", "best")  # the initial-plan sources that always ask the pointer net
 
 
 def pointer_inc_ilp(graph: OpGraph, num_stages: int, config: IncIlpConfig | None = None,
                     initial: list[int] | None = None) -> IncIlpResult:
-    """Inc-ILP with the shipped pointer net as its pre-scheduler (when the source asks for one
+    """Inc-ILP with the shipped pointer net as its pre-scheduler (when the source may ask for one
     and the checkpoint loads), ranking its samples with the solve's cache per stage."""
     config = config or IncIlpConfig()
-    scheduler = default_scheduler(config.ilp.cache_bytes) if config.initial in SCHEDULED_SOURCES else None
+    asks = config.initial in SCHEDULED_SOURCES or (config.initial == "auto" and config.second_start_after_s < math.inf)
+    scheduler = default_scheduler(config.ilp.cache_bytes) if asks else None
     return inc_ilp(graph, num_stages, config, initial, scheduler)
 
 

@@ -1,8 +1,10 @@
 """Inc-ILP: an initial partition narrows the exact solve to a window around its cuts.
 
 The initial plan is by default the cheapest (`initial="auto"`: libcoral's split, a linear pass);
-the pointer net (the paper's pre-scheduler) is asked only with `best` or `pointer`: once the cuts
-are placed exactly, its plans lead the window to the same optimum at a far higher cost.
+the pointer net (the paper's pre-scheduler) is asked with `best` or `pointer`, and by `auto` only
+after a slow window solve that the bounds do not prove (`second_start_after_s`): once the cuts are
+placed exactly, its plans mostly lead the window to the same optimum at a far higher cost, but
+where the window is a hard ILP a second start can reach a better plan.
 
 Before the window, the initial plan's cuts are moved to their exact best positions along the
 plan's own node order (`order_split.refine_cuts`, a DP of a few ms): the pre-scheduler's order
@@ -40,6 +42,7 @@ from hiertune.solvers.ilp import (
     EDGE_TPU_CACHE_BYTES,
     IlpConfig,
     Objectives,
+    PartitionResult,
     check_partition,
     evaluate_partition,
     solve_partition,
@@ -62,11 +65,19 @@ class IncIlpConfig:
     gamma: float = 10
     """Window half-width in ASAP levels around the initial plan's stage boundaries (inf: the exact ILP)."""
     initial: str = "auto"
-    """Initial plan: auto = the cheapest, libcoral's split (or the plan passed in, when better), never the pointer net; best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; pointer / libcoral / given: that plan alone. Candidates are ranked after exact cut placement (with refine_cuts), as the window starts from them."""
+    """Initial plan: auto = the cheapest, libcoral's split (or the plan passed in, when better), the pointer net only as a second start (see second_start_after_s); best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; pointer / libcoral / given: that plan alone. Candidates are ranked after exact cut placement (with refine_cuts), as the window starts from them."""
     window: str = "adjacent"
     """Where a re-opened node may go: across the boundaries whose window holds it (adjacent), or any stage its fixed neighbours allow (any: a larger model, the paper's)."""
     rounds: int = 1
     """Re-centre the window on the new plan and solve again while the objectives improve, up to this many times (the paper: 1)."""
+    second_start_after_s: float = 10.0
+    """auto only: when the window's solve took longer than this many seconds and its plan is not
+    proven globally optimal by the bounds, also ask the pre-scheduler (when one is given) for a
+    plan, and solve its window too when it starts better than the first start; the better plan is
+    kept. Where the window is a hard ILP (wide graphs, many stages) the start decides which
+    optimum the window holds, and the pointer net's inference (about a second per 1,000 nodes on a
+    CPU) is then small next to the solve; on every graph whose window solves fast it is never
+    asked. inf: one start only (the paper)."""
     refine_cuts: bool = True
     """Place the initial plan's cuts exactly along its own node order first (never worse than the plan; False: the paper's start)."""
     ilp: IlpConfig = field(default_factory=IlpConfig)
@@ -242,28 +253,31 @@ def inc_ilp(
     init, plan, source = starts[chosen]
     init_seconds, init_cpu = time.perf_counter() - t0, time.process_time() - c0
     start_key = keys[chosen] if keys else evaluate_partition(graph, plan, num_stages, cache)  # not timed: a report
-    solve_s = cpu_s = 0.0
-    window_size = rounds = 0
-    best = None
-    while rounds < max(config.rounds, 1):
-        allowed = window_allowed(graph, plan, num_stages, config.gamma, config.window)
-        result = solve_partition(graph, num_stages, config.ilp, allowed=allowed, hint=plan)
-        rounds += 1
-        solve_s += result.solve_seconds
-        cpu_s += result.cpu_seconds
-        window_size = max(window_size, sum(1 for a in allowed if len(a) > 1))
-        if best is not None and result.key >= best.key:  # in the configured objective order
-            break  # re-centring the window found nothing better
-        best, plan = result, result.stages
-    result = best
+    run = _solve_windows(graph, num_stages, config, plan)
+    lower = global_lower_bounds(graph, num_stages, cache)
+    if (config.initial == "auto" and scheduler is not None and run.seconds > config.second_start_after_s
+            and not all(proven_by_bounds(run.result.objectives, lower))):
+        t1, c1 = time.perf_counter(), time.process_time()
+        second = scheduler.partition(graph, num_stages)
+        check_partition(graph, second, num_stages)
+        second_plan = refine_cuts(graph, second, num_stages, cache) if config.refine_cuts else second
+        second_key = evaluate_partition(graph, second_plan, num_stages, cache)
+        init_seconds += time.perf_counter() - t1
+        init_cpu += time.process_time() - c1
+        if second_key < start_key:  # ranked as the starts of `best` are
+            other = _solve_windows(graph, num_stages, config, second_plan)
+            run = run.merged(other)
+            if run.result is other.result:
+                init, source, start_key = second, "pointer", second_key
+    result = run.result
     return IncIlpResult(
         stages=result.stages,
         objectives=result.objectives,
-        solve_seconds=solve_s,
+        solve_seconds=run.seconds,
         init_seconds=init_seconds,
         optimal=result.optimal,
         solver=result.solver,
-        window_size=window_size,
+        window_size=run.window_size,
         num_nodes=graph.num_nodes,
         gamma=config.gamma,
         initial_source=source,
@@ -272,8 +286,49 @@ def inc_ilp(
         refined_objectives=start_key if config.refine_cuts else None,
         num_vars=result.num_vars,
         fallback=result.fallback,
-        cpu_seconds=cpu_s,
+        cpu_seconds=run.cpu_seconds,
         init_cpu_seconds=init_cpu,
-        rounds=rounds,
-        lower_bounds=global_lower_bounds(graph, num_stages, cache),
+        rounds=run.rounds,
+        lower_bounds=lower,
     )
+
+
+@dataclass
+class _WindowRuns:
+    """The best plan of one or more window solves, and what they cost together."""
+
+    result: PartitionResult
+    seconds: float
+    cpu_seconds: float
+    window_size: int
+    rounds: int
+
+    def merged(self, other: _WindowRuns) -> _WindowRuns:
+        """Both runs' costs; the better plan (the first on a tie)."""
+        return _WindowRuns(
+            result=other.result if other.result.key < self.result.key else self.result,
+            seconds=self.seconds + other.seconds,
+            cpu_seconds=self.cpu_seconds + other.cpu_seconds,
+            window_size=max(self.window_size, other.window_size),
+            rounds=self.rounds + other.rounds,
+        )
+
+
+def _solve_windows(graph: OpGraph, num_stages: int, config: IncIlpConfig, plan: list[int]) -> _WindowRuns:
+    """The window around `plan` solved exactly, re-centred on each better plan for up to
+    `config.rounds` solves."""
+    seconds = cpu = 0.0
+    window_size = rounds = 0
+    best: PartitionResult | None = None
+    while rounds < max(config.rounds, 1):
+        allowed = window_allowed(graph, plan, num_stages, config.gamma, config.window)
+        result = solve_partition(graph, num_stages, config.ilp, allowed=allowed, hint=plan)
+        rounds += 1
+        seconds += result.solve_seconds
+        cpu += result.cpu_seconds
+        window_size = max(window_size, sum(1 for a in allowed if len(a) > 1))
+        if best is not None and result.key >= best.key:  # in the configured objective order
+            break  # re-centring the window found nothing better
+        best, plan = result, result.stages
+    assert best is not None
+    return _WindowRuns(best, seconds, cpu, window_size, rounds)
