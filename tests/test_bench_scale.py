@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hiertune.solvers.baselines import libcoral_partition
 from hiertune.solvers.ilp import IlpConfig, evaluate_partition, prepare_graph
 from hiertune.solvers.order_split import refine_cuts
@@ -33,3 +35,21 @@ def test_a_hint_as_good_as_the_target_reaches_it_when_it_is_ready(load_bench):
     assert run["seconds_to_target"] is not None and run["seconds_to_target"] < run["seconds"]
     unreachable = (0, 0, 0)  # no plan of a graph with weights has a stage without any
     assert scale._baseline(graph, 4, "cpsat", 1, 30.0, hinted=False, target=unreachable)["seconds_to_target"] is None
+
+
+def test_redo_incilp_keeps_proven_baselines_and_reruns_unproven_cases_whole(load_bench, tmp_path):
+    scale = load_bench("incilp_scale")
+    out = tmp_path / "scale.json"
+    assert scale.main(["--models", "mobilenet", "--stages", "3", "--time-limit", "20", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    stored = doc["cases"][0]
+    assert stored["optimum"] is not None
+    unproven = {**stored, "num_stages": 4, "optimum": None}  # as if no baseline had proven K = 4
+    doc["cases"].append(unproven)
+    out.write_text(json.dumps(doc))
+    assert scale.main(["--models", "mobilenet", "--stages", "3", "4", "--time-limit", "20", "--out", str(out),
+                       "--redo-incilp"]) == 0
+    cases = {c["num_stages"]: c for c in json.loads(out.read_text())["cases"]}
+    assert cases[3]["baselines"] == stored["baselines"]  # kept: their times do not depend on Inc-ILP
+    assert cases[3]["incilp"]["default"]["reached_optimum"]
+    assert cases[4]["optimum"] is not None  # run again whole: its baselines were timed anew and proved it
