@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         rows.insert(2, ("initial, exact cuts", result.refined_objectives, "order DP"))
     console.print(objectives_table(rows))
     size = "ideals" if result.solver == "ideal-dp" else "variables"
-    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} round(s), {args.window} window {result.window_size}/"
+    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} window solve(s), {args.window} window {result.window_size}/"
                   f"{graph.num_nodes} nodes, {result.num_vars} {size}; initial plan {result.init_seconds:.2f} s")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
