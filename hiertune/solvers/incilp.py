@@ -246,7 +246,7 @@ def inc_ilp(
     t0, c0 = time.perf_counter(), time.process_time()
     # every candidate is ranked as the window will start from it: after exact cut placement
     cache = config.ilp.cache_bytes
-    starts = [(stages, refine_cuts(graph, stages, num_stages, cache) if config.refine_cuts else stages, source)
+    starts = [(stages, _window_start(graph, stages, num_stages, config), source)
               for stages, source in initial_candidates(graph, num_stages, config.initial, initial, scheduler)]
     keys = [evaluate_partition(graph, plan, num_stages, cache) for _, plan, _ in starts] if len(starts) > 1 else []
     chosen = min(range(len(starts)), key=keys.__getitem__) if keys else 0
@@ -258,9 +258,8 @@ def inc_ilp(
     if (config.initial == "auto" and scheduler is not None and run.seconds > config.second_start_after_s
             and not all(proven_by_bounds(run.result.objectives, lower))):
         t1, c1 = time.perf_counter(), time.process_time()
-        second = scheduler.partition(graph, num_stages)
-        check_partition(graph, second, num_stages)
-        second_plan = refine_cuts(graph, second, num_stages, cache) if config.refine_cuts else second
+        [(second, _)] = initial_candidates(graph, num_stages, "pointer", scheduler=scheduler)
+        second_plan = _window_start(graph, second, num_stages, config)
         second_key = evaluate_partition(graph, second_plan, num_stages, cache)
         init_seconds += time.perf_counter() - t1
         init_cpu += time.process_time() - c1
@@ -291,6 +290,11 @@ def inc_ilp(
         rounds=run.rounds,
         lower_bounds=lower,
     )
+
+
+def _window_start(graph: OpGraph, stages: list[int], num_stages: int, config: IncIlpConfig) -> list[int]:
+    """The plan the window starts from: `stages` with its cuts placed exactly (with refine_cuts)."""
+    return refine_cuts(graph, stages, num_stages, config.ilp.cache_bytes) if config.refine_cuts else stages
 
 
 @dataclass
