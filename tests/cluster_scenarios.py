@@ -118,23 +118,26 @@ def cpu_pool_and_node_loss(cluster, handles: dict) -> dict:
             "remove_s": removed.get("remove_s"),
         }
 
-        # a runner process killed (its node stays): the runner is replaced, its work re-queued
+        # a runner process killed (its node stays): the runner is replaced, its work re-queued.
+        # Two calls of one candidate per runner, and the victim is the runner holding two: its
+        # second call has not started when it dies, so something is always re-queued (with one
+        # call each, the victim's call could finish just before the kill and nothing would be).
         killed: dict = {}
 
         def kill_one(done: int, total: int) -> None:
             if killed:
                 return
-            victim = next(r for r in pool._runners if r.in_flight > 0)
-            killed["node"] = victim.node_id
+            victim = max(pool._runners, key=lambda r: r.in_flight)
+            killed.update(node=victim.node_id, in_flight=victim.in_flight)
             ray.kill(victim.actor)
 
-        pool.on_result = kill_one
+        pool.chunk, pool.depth, pool.on_result = 1, 2, kill_one
         requeued_before, replaced_before = pool.stats.requeued, pool.stats.replaced
         results = pool.measure(gemm_inputs(4))
         out["runner_kill"] = {
             "count": len(results), "ok": [r.ok for r in results], "errors": [r.error for r in results if not r.ok],
             "requeued": pool.stats.requeued - requeued_before, "replaced": pool.stats.replaced - replaced_before,
-            "runners_after": pool.size, "killed_node": killed.get("node"),
+            "runners_after": pool.size, "killed_node": killed.get("node"), "killed_in_flight": killed.get("in_flight"),
             "replacement_on": sorted(pool.nodes()),
         }
     finally:

@@ -58,6 +58,7 @@ def test_a_removed_nodes_pending_candidates_are_measured_elsewhere(cluster_run):
 def test_a_killed_runner_is_replaced_and_its_candidates_measured(cluster_run):
     kill = cluster_run["cpu_pool"]["runner_kill"]
     assert kill["count"] == 4 and all(kill["ok"]), kill["errors"]
+    assert kill["killed_in_flight"] == 2  # one call running, one not started: it must come back
     assert kill["requeued"] >= 1 and kill["replaced"] == 1
     assert kill["runners_after"] == 2 and kill["killed_node"] in kill["replacement_on"]
 
