@@ -65,6 +65,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
     second, second_help = default("second_start_after_s")
     parser.add_argument("--second-start-after", type=float, default=second, metavar="SECONDS", help=second_help)
+    band, band_help = default("ilp.band_check_after_s")
+    parser.add_argument("--band-check-after", type=float, default=band, metavar="SECONDS", help=band_help)
     limit, limit_help = default("ilp.time_limit_s")
     parser.add_argument("--time-limit", type=float, default=limit, help=limit_help)
     threads, threads_help = default("ilp.threads")
@@ -98,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     if args.time_limit <= 0:
         raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
     for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1),
-                               ("--cache-mb", args.cache_mb, 0), ("--second-start-after", args.second_start_after, 0)):
+                               ("--cache-mb", args.cache_mb, 0), ("--second-start-after", args.second_start_after, 0),
+                               ("--band-check-after", args.band_check_after, 0.01)):
         if value < least:
             raise HiertuneError(f"{flag} must be at least {least} (got {value:g})")
     if args.solver == "ideal-dp" and tuple(args.objectives) != PAPER_OBJECTIVES:
@@ -120,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         second_start_after_s=args.second_start_after,
         refine_cuts=not args.no_refine_cuts,
         ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache,
-                      objectives=args.objectives),
+                      objectives=args.objectives, band_check_after_s=args.band_check_after),
     )
     where = "in-process" if args.no_ray else "Ray solver actor"
     with console.status(f"partitioning {graph.name} ({graph.num_nodes} nodes) into {args.stages} stages "

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -45,8 +46,9 @@ from hiertune.solvers.backends import (
     gurobi_full_licence,
     solve_linear,
 )
+from hiertune.solvers.band_bound import Caps, no_plan_within
 from hiertune.solvers.graph import OpGraph
-from hiertune.solvers.linear import LinExpr, LinearModel
+from hiertune.solvers.linear import LinExpr, LinearModel, SolveOutcome
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,12 @@ class IlpConfig:
     """Extra CP-SAT parameters ({} = CP-SAT's own defaults)."""
     objectives: tuple[str, ...] = PAPER_OBJECTIVES
     """Lexicographic objectives in solve order, out of peak, off-cache, comm, macs (macs: the slowest stage's MACs, needs a .tflite/.onnx graph; the ideal DP solves the paper's order only)."""
+    band_check_after_s: float = 1.0
+    """Windows only: a peak, comm or macs phase not proven optimal after this many seconds is checked
+    against the band bound (`solvers/band_bound.py`, a relaxation that drops the containment between
+    neighbouring stage prefixes); if no window plan beats the incumbent there, the phase is optimal,
+    else the solve goes on with a four times longer check. Wide windows find their optimum fast
+    and prove it slowly; a window that solves within this time never pays for the check. inf: never."""
 
 
 @dataclass
@@ -741,9 +749,8 @@ def _lexicographic(
                 cpsat_parameters=config.cpsat_parameters,
                 on_solution=None if on_incumbent is None else lambda values: on_incumbent(pm.decode(values)),
             )
-            out = solve_linear(solver, _phase_model(pm, p + 1, optima), phase.objective.terms, settings,
-                               pm.values(stages, p + 1) if stages is not None else None, cpsat_model)
-            log_lines.append(f"{phase.name}: {out.status} {out.seconds:.2f}s")
+            out, note = _solve_phase(pm, p, optima, solver, settings, config, deadline, stages, cpsat_model)
+            log_lines.append(f"{phase.name}: {out.status} {out.seconds:.2f}s{note}")
             if out.values is None:
                 if stages is None:
                     raise PartitionError(
@@ -760,3 +767,61 @@ def _lexicographic(
         optima.append(current[p])  # fixed for the phases after this one
     assert stages is not None and current is not None
     return stages, current, optimal, log_lines
+
+
+BAND_CHECKED = ("peak", "comm", "macs")  # the phases the band bound can prove
+
+
+def _solve_phase(
+    pm: PartitionModel, p: int, optima: list[int], solver: str, settings: BackendSettings, config: IlpConfig,
+    deadline: float, stages: list[int] | None, cpsat_model: CpSatModel,
+) -> tuple[SolveOutcome, str]:
+    """Phase p minimised from `stages`. On a window, in slices of `band_check_after_s` (then 4x,
+    16x, ...), each continued from the last incumbent: after a slice that ends unproven with a
+    better incumbent than the last check saw, the band bound (`band_bound`) may prove it optimal.
+    The note says what the checks did."""
+    phase = pm.phases[p]
+    model = _phase_model(pm, p + 1, optima)
+    window = any(len(ks) < pm.num_stages for ks in pm.allowed)
+    slice_s = config.band_check_after_s if window and phase.name in BAND_CHECKED else math.inf
+    caps_at = _band_caps(pm, phase.name, dict(zip((q.name for q in pm.phases), optima)))
+    seconds = check_seconds = 0.0
+    checked: list[int] = []  # incumbent values checked
+    proven = False
+    while True:
+        remaining = max(deadline - time.perf_counter(), 0.5)
+        checking = slice_s < remaining
+        out = solve_linear(solver, model, phase.objective.terms, replace(settings, time_limit_s=min(slice_s, remaining)),
+                           pm.values(stages, p + 1) if stages is not None else None, cpsat_model)
+        seconds += out.seconds
+        if out.optimal or out.values is None or not checking:
+            break
+        stages = pm.decode(out.values)
+        value = evaluate_objectives(pm.graph, stages, pm.num_stages, pm.cache_bytes, (phase.name,))[0]
+        if not checked or value < checked[-1]:  # the same value would get the same answer
+            t0 = time.perf_counter()
+            proven = no_plan_within(pm.graph, pm.allowed, pm.num_stages, caps_at(value - 1),
+                                    min(slice_s, max(deadline - t0, 0.1)))
+            check_seconds += time.perf_counter() - t0
+            checked.append(value)
+            if proven:
+                out = replace(out, optimal=True, status="optimal")
+                break
+        slice_s *= 4
+    if not checked:
+        return out, ""
+    verdict = "proved it" if proven else "did not prove it"
+    note = f" (band bound: {len(checked)} check(s) in {check_seconds:.2f}s, {verdict})"
+    return replace(out, seconds=seconds + check_seconds), note
+
+
+def _band_caps(pm: PartitionModel, name: str, fixed: dict[str, int]) -> Callable[[int], Caps]:
+    """Phase `name` <= v as band caps, with the earlier phases' optima in `fixed` (only the
+    peak's is used: dropping the others relaxes)."""
+    arrays = graph_arrays(pm.graph)
+    if name in ("peak", "macs"):
+        weights = arrays.param if name == "peak" else arrays.macs
+        return lambda v: Caps(weights=weights, stage_cap=v)
+    peak = fixed.get("peak")
+    weights = arrays.param if peak is not None else None
+    return lambda v: Caps(weights=weights, stage_cap=peak, tensors=tensors(pm.graph), transfer_cap=v)
