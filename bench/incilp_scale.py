@@ -205,22 +205,25 @@ def redo_incilp(doc: dict[str, Any], wanted: set[tuple[str, int]], form: str, li
                 save: Callable[[], None]) -> list[tuple[str, int]]:
     """After a change to Inc-ILP alone: rerun Inc-ILP on the wanted cases whose optimum some
     baseline proved (their baselines' times do not depend on Inc-ILP's plan, which was their
-    target only until the optimum was proven), keep their baselines; drop the unproven ones,
-    whose baselines were timed to Inc-ILP's old plan, so they run again whole. Returns those.
-    `save` writes the document after each case."""
+    target only until the optimum was proven), keep their baselines. An unproven case keeps its
+    baselines too when the default start's new plan is the one they were timed to; otherwise it
+    is dropped to run again whole. Returns those. `save` writes the document after each case."""
     again = []
     for case in list(doc["cases"]):
         key = (case["model"], case["num_stages"])
         if key not in wanted:
             continue
-        if case["optimum"] is None:
-            doc["cases"].remove(case)
-            again.append(key)
-            continue
         graph = _load(case["model"], case.get("form", form))
         prepare_graph(graph)
+        first = None
+        if case["optimum"] is None:
+            first = _incilp(graph, case["num_stages"], 10, IncIlpConfig().initial, limit)
+            if first["objectives"] != case["incilp"]["default"]["gamma10"]["objectives"]:  # a new target
+                doc["cases"].remove(case)
+                again.append(key)
+                continue
         case["incilp"] = {}
-        incilp_variants(case, graph, limit)
+        incilp_variants(case, graph, limit, first)
         save()
     return again
 

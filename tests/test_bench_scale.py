@@ -37,7 +37,7 @@ def test_a_hint_as_good_as_the_target_reaches_it_when_it_is_ready(load_bench):
     assert scale._baseline(graph, 4, "cpsat", 1, 30.0, hinted=False, target=unreachable)["seconds_to_target"] is None
 
 
-def test_redo_incilp_keeps_proven_baselines_and_reruns_unproven_cases_whole(load_bench, tmp_path):
+def test_redo_incilp_keeps_baselines_unless_their_target_plan_changes(load_bench, tmp_path):
     scale = load_bench("incilp_scale")
     out = tmp_path / "scale.json"
     assert scale.main(["--models", "mobilenet", "--stages", "3", "--time-limit", "20", "--out", str(out)]) == 0
@@ -53,3 +53,12 @@ def test_redo_incilp_keeps_proven_baselines_and_reruns_unproven_cases_whole(load
     assert cases[3]["baselines"] == stored["baselines"]  # kept: their times do not depend on Inc-ILP
     assert cases[3]["incilp"]["default"]["reached_optimum"]
     assert cases[4]["optimum"] is not None  # run again whole: its baselines were timed anew and proved it
+    # an unproven case whose plan is unchanged keeps the baselines timed to that plan
+    doc = json.loads(out.read_text())
+    kept = next(c for c in doc["cases"] if c["num_stages"] == 3)
+    kept.update(optimum=None, baselines={**kept["baselines"], "marker": {"objectives": None}})
+    out.write_text(json.dumps(doc))
+    assert scale.main(["--models", "mobilenet", "--stages", "3", "--time-limit", "20", "--out", str(out),
+                       "--redo-incilp"]) == 0
+    again = next(c for c in json.loads(out.read_text())["cases"] if c["num_stages"] == 3)
+    assert "marker" in again["baselines"] and again["optimum"] is None
