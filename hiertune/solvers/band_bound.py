@@ -13,10 +13,9 @@ allows (an exact precedence-constrained knapsack per band, by CP-SAT) is exact f
 A transfer cap M adds "bytes crossing b <= M" to band b's knapsack. If the greedy chain breaks,
 no plan in the window has every stage <= P (and every transfer <= M).
 
-Why: on a wide graph (NASNet cells) the window's ILP finds its optimum in a fraction of a second
-and then spends minutes proving it (CP-SAT and Gurobi alike), while the windows' fixed nodes make
-this relaxation tight: on NASNet windows it proved every optimum peak in well under a second.
-On a whole graph (every node free at every boundary) the bands are the whole graph and the bound
+Why: on a wide graph (NASNet's cells) the window's ILP finds its optimum fast and then spends
+minutes proving it (CP-SAT and Gurobi alike), while the window's fixed nodes often make this
+relaxation tight (measured in docs/incilp.md). On a whole graph (every node free at every boundary) the bands are the whole graph and the bound
 falls to about the even split, so it is for windows only.
 """
 
@@ -25,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+
 import numpy as np
 
 from hiertune.solvers.graph import OpGraph

@@ -788,14 +788,21 @@ def _solve_phase(
     seconds = check_seconds = 0.0
     checked: list[int] = []  # incumbent values checked
     proven = False
+    found: SolveOutcome | None = None  # the last slice's outcome with a plan
     while True:
         remaining = max(deadline - time.perf_counter(), 0.5)
         checking = slice_s < remaining
         out = solve_linear(solver, model, phase.objective.terms, replace(settings, time_limit_s=min(slice_s, remaining)),
                            pm.values(stages, p + 1) if stages is not None else None, cpsat_model)
         seconds += out.seconds
-        if out.optimal or out.values is None or not checking:
+        if out.values is None and found is not None:
+            out = replace(found, optimal=False, status=out.status)  # keep the last slice's incumbent
+        if out.optimal or not checking:
             break
+        if out.values is None:  # nothing found yet: a longer slice
+            slice_s *= 4
+            continue
+        found = out
         stages = pm.decode(out.values)
         value = evaluate_objectives(pm.graph, stages, pm.num_stages, pm.cache_bytes, (phase.name,))[0]
         if not checked or value < checked[-1]:  # the same value would get the same answer
@@ -809,7 +816,7 @@ def _solve_phase(
                 break
         slice_s *= 4
     if not checked:
-        return out, ""
+        return replace(out, seconds=seconds), ""
     verdict = "proved it" if proven else "did not prove it"
     note = f" (band bound: {len(checked)} check(s) in {check_seconds:.2f}s, {verdict})"
     return replace(out, seconds=seconds + check_seconds), note
