@@ -19,16 +19,16 @@ from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.zoo import load_zoo_graph
 
 
-def _window(graph, k: int, gamma: float) -> tuple[list[int], list[list[int]]]:
+def _window(graph, k: int, gamma: float, window: str = "adjacent") -> tuple[list[int], list[list[int]]]:
     start = refine_cuts(graph, libcoral_partition(graph, k), k)
-    return start, propagate_allowed(graph, k, window_allowed(graph, start, k, gamma))
+    return start, propagate_allowed(graph, k, window_allowed(graph, start, k, gamma, window))
 
 
 @pytest.mark.parametrize("seed", [1, 4, 9, 12])
-@pytest.mark.parametrize("k", [3, 5])
-def test_the_band_bound_never_excludes_the_window_optimum(seed, k):
+@pytest.mark.parametrize("k,window", [(3, "adjacent"), (5, "adjacent"), (4, "any")])
+def test_the_band_bound_never_excludes_the_window_optimum(seed, k, window):
     g = generate_dag(seed, SyntheticDagConfig(num_nodes=60))
-    start, allowed = _window(g, k, gamma=2)
+    start, allowed = _window(g, k, gamma=2, window=window)
     exact = solve_partition(g, k, IlpConfig(solver="cpsat", time_limit_s=60, band_check_after_s=math.inf),
                             allowed=allowed, hint=start)
     assert exact.optimal
