@@ -784,7 +784,7 @@ def _solve_phase(
     model = _phase_model(pm, p + 1, optima)
     window = any(len(ks) < pm.num_stages for ks in pm.allowed)
     slice_s = config.band_check_after_s if window and phase.name in BAND_CHECKED else math.inf
-    caps_at = _band_caps(pm, phase.name, dict(zip((q.name for q in pm.phases), optima)))
+    caps_at = _band_caps(pm, phase.name, dict(zip((q.name for q in pm.phases), optima))) if slice_s < math.inf else None
     seconds = check_seconds = 0.0
     checked: list[int] = []  # incumbent values checked
     proven = False
@@ -807,6 +807,7 @@ def _solve_phase(
         value = evaluate_objectives(pm.graph, stages, pm.num_stages, pm.cache_bytes, (phase.name,))[0]
         if not checked or value < checked[-1]:  # the same value would get the same answer
             t0 = time.perf_counter()
+            assert caps_at is not None  # checks run only on a sliced phase
             proven = no_plan_within(pm.graph, pm.allowed, pm.num_stages, caps_at(value - 1),
                                     min(slice_s, max(deadline - t0, 0.1)))
             check_seconds += time.perf_counter() - t0
