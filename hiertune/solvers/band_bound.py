@@ -15,8 +15,9 @@ no plan in the window has every stage <= P (and every transfer <= M).
 
 Why: on a wide graph (NASNet's cells) the window's ILP finds its optimum fast and then spends
 minutes proving it (CP-SAT and Gurobi alike), while the window's fixed nodes often make this
-relaxation tight (measured in docs/incilp.md). On a whole graph (every node free at every boundary) the bands are the whole graph and the bound
-falls to about the even split, so it is for windows only.
+relaxation tight (measured in docs/incilp.md). On a whole graph (every node free at every
+boundary) the bands are the whole graph and the bound falls to about the even split, so it is for
+windows only.
 """
 
 from __future__ import annotations

@@ -784,7 +784,6 @@ def _solve_phase(
     model = _phase_model(pm, p + 1, optima)
     window = any(len(ks) < pm.num_stages for ks in pm.allowed)
     slice_s = config.band_check_after_s if window and phase.name in BAND_CHECKED else math.inf
-    caps_at = _band_caps(pm, phase.name, dict(zip((q.name for q in pm.phases), optima))) if slice_s < math.inf else None
     seconds = check_seconds = 0.0
     checked: list[int] = []  # incumbent values checked
     proven = False
@@ -807,9 +806,8 @@ def _solve_phase(
         value = evaluate_objectives(pm.graph, stages, pm.num_stages, pm.cache_bytes, (phase.name,))[0]
         if not checked or value < checked[-1]:  # the same value would get the same answer
             t0 = time.perf_counter()
-            assert caps_at is not None  # checks run only on a sliced phase
-            proven = no_plan_within(pm.graph, pm.allowed, pm.num_stages, caps_at(value - 1),
-                                    min(slice_s, max(deadline - t0, 0.1)))
+            caps = _band_caps(pm, phase.name, optima, value - 1)
+            proven = no_plan_within(pm.graph, pm.allowed, pm.num_stages, caps, min(slice_s, max(deadline - t0, 0.1)))
             check_seconds += time.perf_counter() - t0
             checked.append(value)
             if proven:
@@ -823,13 +821,12 @@ def _solve_phase(
     return replace(out, seconds=seconds + check_seconds), note
 
 
-def _band_caps(pm: PartitionModel, name: str, fixed: dict[str, int]) -> Callable[[int], Caps]:
-    """Phase `name` <= v as band caps, with the earlier phases' optima in `fixed` (only the
-    peak's is used: dropping the others relaxes)."""
+def _band_caps(pm: PartitionModel, name: str, optima: list[int], bound: int) -> Caps:
+    """Phase `name` <= bound as band caps, given the earlier phases' `optima` (only the peak's is
+    used: dropping the others relaxes)."""
     arrays = graph_arrays(pm.graph)
     if name in ("peak", "macs"):
-        weights = arrays.param if name == "peak" else arrays.macs
-        return lambda v: Caps(weights=weights, stage_cap=v)
-    peak = fixed.get("peak")
-    weights = arrays.param if peak is not None else None
-    return lambda v: Caps(weights=weights, stage_cap=peak, tensors=tensors(pm.graph), transfer_cap=v)
+        return Caps(weights=arrays.param if name == "peak" else arrays.macs, stage_cap=bound)
+    peak = dict(zip((q.name for q in pm.phases), optima)).get("peak")
+    return Caps(weights=arrays.param if peak is not None else None, stage_cap=peak,
+                tensors=tensors(pm.graph), transfer_cap=bound)
