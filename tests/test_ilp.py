@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
+import time
 import warnings
 
 import pytest
@@ -15,6 +17,7 @@ from hiertune.solvers.backends import (
     GUROBI_SIZE_LIMIT,
     BackendSettings,
     CpSatModel,
+    StopSignal,
     gurobi_available,
     gurobi_full_licence,
     solve_linear,
@@ -227,6 +230,31 @@ def test_cpsat_parameters_reach_the_solver_and_bad_ones_are_named():
     assert tuned.objectives == plain.objectives and tuned.optimal and plain.optimal
     with pytest.raises(HiertuneError, match="no_such_field"):
         solve_partition(g, 3, IlpConfig(solver="cpsat", cpsat_parameters={"no_such_field": 1}))
+
+
+def test_a_stop_signal_ends_a_running_solve_with_its_incumbents_kept():
+    """The band bound stops a solve from another thread: the solve must return soon after, with
+    the incumbents it reported, not run to its limit. Number partitioning of 30-bit integers
+    with an odd total proves its optimum (a difference of 1) only after a long search. (Gurobi,
+    whose `terminate` the signal calls, rounds such coefficients to a false optimum of 0.)"""
+    rng = random.Random(3)
+    numbers = [rng.randrange(1 << 30) for _ in range(40)]
+    numbers[0] += 1 - sum(numbers) % 2  # an odd total: no perfect split, the LP bound 0 never closes
+    lm = LinearModel()
+    side = [lm.add_var(0, 1) for _ in numbers]
+    diff = lm.add_var(0, sum(numbers))
+    total = LinExpr(sum(numbers), {v: -2 * n for v, n in zip(side, numbers)})
+    lm.add_le(total, LinExpr.var(diff))  # diff >= |sum(numbers) - 2 * sum(side)|
+    lm.add_le(LinExpr(0) - total, LinExpr.var(diff))
+    found: list[list[int]] = []
+    stop = StopSignal()
+    timer = threading.Timer(1.0, stop.set)
+    timer.start()
+    t0 = time.perf_counter()
+    out = solve_linear("cpsat", lm, {diff: 1}, BackendSettings(time_limit_s=60, stop=stop, on_solution=found.append))
+    assert time.perf_counter() - t0 < 10
+    assert not out.optimal and out.values is not None and found
+    assert out.objective <= lm.objective_value({diff: 1}, found[0])
 
 
 def test_cpsat_model_copy_follows_extensions_and_restarts_on_a_different_model():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -43,6 +44,35 @@ def default_cpsat_parameters() -> dict[str, Any]:
             "max_presolve_iterations": 0, "symmetry_level": 0}
 
 
+class StopSignal:
+    """Ends a running solve from another thread: the solve returns its incumbent as at a time
+    limit. For a proof found outside the solver (the band bound) while it searches on: stopping
+    and restarting the solver instead loses its search state. CP-SAT and Gurobi honour it; HiGHS
+    runs to its own limit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop: Callable[[], None] | None = None
+        self.requested = False
+
+    def attach(self, stop: Callable[[], None]) -> None:
+        """The running solve's own stop function (thread-safe in CP-SAT and Gurobi)."""
+        with self._lock:
+            self._stop = stop
+            if self.requested:
+                stop()
+
+    def detach(self) -> None:
+        with self._lock:
+            self._stop = None
+
+    def set(self) -> None:
+        with self._lock:
+            self.requested = True
+            if self._stop is not None:
+                self._stop()
+
+
 @dataclass
 class BackendSettings:
     """Per-solve limits; `mip_gap=0` because lexicographic fixing needs true optima.
@@ -53,9 +83,11 @@ class BackendSettings:
     threads: int = 1
     seed: int = 0
     cpsat_parameters: dict[str, Any] = field(default_factory=default_cpsat_parameters)
-    # Called with each improving solution's values as it is found: CP-SAT reports every incumbent,
-    # Gurobi and HiGHS only their final one. For time-to-target measurements of unproven solves.
+    # Called with each improving solution's values as it is found: CP-SAT and Gurobi report every
+    # incumbent, HiGHS only its final one. For time-to-target measurements of unproven solves, and
+    # for the band bound's checks while the solve goes on.
     on_solution: Callable[[list[int]], None] | None = None
+    stop: StopSignal | None = None
 
 
 def solve_linear(
@@ -68,8 +100,10 @@ def solve_linear(
 ) -> SolveOutcome:
     """Minimise `objective` over `model` with one backend. `cpsat_model` carries CP-SAT's copy of
     the model from one call to the next (the phases of a lexicographic solve)."""
-    if solver in ("gurobi", "highs"):
-        out = (_solve_gurobi if solver == "gurobi" else _solve_highs)(model, objective, settings, hint)
+    if solver == "gurobi":
+        return _solve_gurobi(model, objective, settings, hint)
+    if solver == "highs":
+        out = _solve_highs(model, objective, settings, hint)
         if settings.on_solution is not None and out.values is not None:
             settings.on_solution(out.values)
         return out
@@ -153,8 +187,16 @@ def _solve_gurobi(model: LinearModel, objective: dict[int, int], settings: Backe
         if hint is not None:
             for var, val in zip(xs, hint):
                 var.Start = val
+        on_solution = settings.on_solution
+
+        def incumbents(model: Any, where: int) -> None:
+            if where == GRB.Callback.MIPSOL and on_solution is not None:
+                on_solution([int(round(v)) for v in model.cbGetSolution(xs)])
+
+        if settings.stop is not None:
+            settings.stop.attach(m.terminate)
         try:
-            m.optimize()
+            m.optimize(incumbents)
         except gp.GurobiError as err:
             if err.errno == GUROBI_SIZE_LIMIT_ERRNO:
                 raise GurobiSizeLimitError(
@@ -163,6 +205,9 @@ def _solve_gurobi(model: LinearModel, objective: dict[int, int], settings: Backe
                     "or use --solver cpsat / highs"
                 ) from None
             raise
+        finally:
+            if settings.stop is not None:
+                settings.stop.detach()
         seconds = time.perf_counter() - start
         status = m.Status
         if m.SolCount == 0:
@@ -177,7 +222,8 @@ def _solve_gurobi(model: LinearModel, objective: dict[int, int], settings: Backe
 def _gurobi_status(code: int) -> str:
     from gurobipy import GRB
 
-    return {GRB.OPTIMAL: "optimal", GRB.TIME_LIMIT: "time_limit", GRB.INFEASIBLE: "infeasible"}.get(code, f"gurobi:{code}")
+    return {GRB.OPTIMAL: "optimal", GRB.TIME_LIMIT: "time_limit", GRB.INFEASIBLE: "infeasible",
+            GRB.INTERRUPTED: "interrupted"}.get(code, f"gurobi:{code}")
 
 
 # ------------------------------------------------------------------------------------- HiGHS
@@ -303,7 +349,13 @@ def _solve_cpsat(model: LinearModel, objective: dict[int, int], settings: Backen
 
         callback = Incumbents()  # held until the solve returns
         wrapper.add_solution_callback(callback)
-    response = wrapper.solve(proto)
+    if settings.stop is not None:
+        settings.stop.attach(wrapper.stop_search)
+    try:
+        response = wrapper.solve(proto)
+    finally:
+        if settings.stop is not None:
+            settings.stop.detach()
     seconds = time.perf_counter() - start
     status = response.status
     name = status.name.lower()

@@ -23,11 +23,14 @@ windows only.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from hiertune.solvers.backends import StopSignal
 from hiertune.solvers.graph import OpGraph
 
 Tensor = tuple[int, int, list[int]]  # (producer, bytes, consumers), as `ilp.tensors` gives them
@@ -60,16 +63,19 @@ def boundary_bands(allowed: list[list[int]], num_stages: int) -> list[Band]:
 
 
 def no_plan_within(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps: Caps,
-                   time_limit_s: float = 10.0) -> bool:
+                   time_limit_s: float = 10.0, cancelled: Callable[[], bool] = lambda: False) -> bool:
     """True when the band relaxation proves that no plan within `allowed` meets `caps`: band by
     band, the heaviest ideal the caps allow after the one before (its weight only). False means
-    only "not proven": a band whose knapsack runs out of time counts as its upper bound."""
+    only "not proven": a band whose knapsack runs out of time counts as its upper bound, and
+    `cancelled()` (asked before each band) gives up."""
     deadline = time.perf_counter() + time_limit_s
     pred, succ = graph.predecessors(), graph.successors()
     chained = caps.weights is not None and caps.stage_cap is not None
     w = np.asarray(caps.weights if caps.weights is not None else np.zeros(graph.num_nodes), dtype=np.int64)
     x = 0  # the largest weight the relaxation allows I_{b-1}
     for band in boundary_bands(allowed, num_stages):
+        if cancelled():
+            return False
         x_b = _largest_ideal(band, w, x + caps.stage_cap if chained else math.inf, pred, succ, caps, deadline)
         if x_b is None:
             return True
@@ -146,3 +152,62 @@ def _largest_ideal(band: Band, w: np.ndarray, cap: float, pred: list[list[int]],
     if status == cp_model.OPTIMAL:
         return base + int(round(solver.objective_value))
     return base + int(math.floor(solver.best_objective_bound + 1e-6))
+
+
+class BandCheck(threading.Thread):
+    """A running solve's incumbents checked against the band bound in a thread of its own, so the
+    solver searches on undisturbed (CP-SAT's and Gurobi's solves release the GIL): from `after_s`
+    on, each incumbent better than the last one checked is tested for "no plan has a value below
+    it". Once that holds, `stop` ends the solve and `proven` holds the incumbent's values. Checking
+    between slices of the solve instead restarted the solver after each, losing its search state."""
+
+    def __init__(self, graph: OpGraph, allowed: list[list[int]], num_stages: int,
+                 value_of: Callable[[list[int]], int], caps_below: Callable[[int], Caps], stop: StopSignal,
+                 after_s: float, deadline: float):
+        super().__init__(name="band-check", daemon=True)
+        self._problem = (graph, allowed, num_stages)
+        self._value_of, self._caps_below, self._stop_signal = value_of, caps_below, stop
+        self._after_s, self._deadline = after_s, deadline
+        self._wake = threading.Condition()
+        self._latest: list[int] | None = None  # the newest incumbent not yet taken
+        self._done = False
+        self.proven: list[int] | None = None
+        self.checked: list[int] = []  # the values checked, in order
+        self.seconds = 0.0  # spent checking
+
+    def offer(self, values: list[int]) -> None:
+        """A new incumbent (the solver's solution callback)."""
+        with self._wake:
+            self._latest = values
+            self._wake.notify()
+
+    def finish(self) -> None:
+        """The solve has returned: a check under way gives up at its next band."""
+        with self._wake:
+            self._done = True
+            self._wake.notify()
+        self.join()
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        with self._wake:
+            self._wake.wait_for(lambda: self._done, timeout=self._after_s)
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._done or self._latest is not None,
+                                    timeout=max(self._deadline - time.perf_counter(), 0.0))
+                if self._done or self._latest is None:
+                    return
+                values, self._latest = self._latest, None
+            value = self._value_of(values)
+            if self.checked and value >= self.checked[-1]:
+                continue  # the same value would get the same answer
+            t0 = time.perf_counter()
+            limit = min(max(self._after_s, t0 - start), max(self._deadline - t0, 0.1))  # at most the solve so far
+            proven = no_plan_within(*self._problem, self._caps_below(value), limit, lambda: self._done)
+            self.seconds += time.perf_counter() - t0
+            self.checked.append(value)
+            if proven:
+                self.proven = values
+                self._stop_signal.set()
+                return
