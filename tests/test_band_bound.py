@@ -62,3 +62,27 @@ def test_a_wide_window_is_proven_by_the_band_bound_with_the_same_plan():
     param = graph_arrays(g).param
     assert no_plan_within(g, allowed, k, Caps(weights=param, stage_cap=int(banded.objectives[0]) - 1))
     assert np.bincount(banded.stages, weights=param, minlength=k).max() == banded.objectives[0]
+
+
+def test_neighbouring_pairs_close_what_single_bands_leave_open():
+    """NASNetLarge at K = 16 from the pointer net's start: the window's optimum peak is 5,712,336 B
+    (CP-SAT proves it after minutes). Each band alone allows a plan one byte below it; with the
+    neighbour's ideal inside each band's, none is left, while the optimum itself stays allowed."""
+    from hiertune.policies.pointer_net import default_scheduler
+    from hiertune.solvers.band_bound import _largest_ideal
+
+    g, k, optimum = load_zoo_graph("nasnetlarge", "tflite"), 16, 5_712_336
+    scheduler = default_scheduler()
+    if scheduler is None:
+        pytest.skip("no shipped pointer-net checkpoint")
+    start = refine_cuts(g, scheduler.partition(g, k), k)
+    allowed = propagate_allowed(g, k, window_allowed(g, start, k, 10))
+    param = graph_arrays(g).param
+    below = Caps(weights=param, stage_cap=optimum - 1)
+    x = 0  # the single-band chain
+    for band in boundary_bands(allowed, k):
+        x = _largest_ideal(band, param, x + below.stage_cap, g.predecessors(), g.successors(), below, math.inf)
+        assert x is not None
+    assert int(param.sum()) - x <= below.stage_cap  # single bands: not excluded
+    assert no_plan_within(g, allowed, k, below, time_limit_s=60)  # pairs: excluded
+    assert not no_plan_within(g, allowed, k, Caps(weights=param, stage_cap=optimum), time_limit_s=60)
