@@ -252,22 +252,32 @@ class BandCheck(threading.Thread):
         start = time.perf_counter()
         with self._wake:
             self._wake.wait_for(lambda: self._done, timeout=self._after_s)
+        again: list[int] | None = None  # an incumbent whose check ran out of time: checked again later
+        again_at = math.inf
         while True:
             with self._wake:
+                until = min(again_at, self._deadline)
                 self._wake.wait_for(lambda: self._done or self._latest is not None,
-                                    timeout=max(self._deadline - time.perf_counter(), 0.0))
-                if self._done or self._latest is None:
+                                    timeout=max(until - time.perf_counter(), 0.0))
+                if self._done:
                     return
                 values, self._latest = self._latest, None
+            if values is None:  # no better incumbent: the timed-out check's turn, else the end
+                if again is None or time.perf_counter() >= self._deadline:
+                    return
+                values = again
             value = self._value_of(values)
-            if self.checked and value >= self.checked[-1]:
+            if values is not again and self.checked and value >= self.checked[-1]:
                 continue  # the same value would get the same answer
             t0 = time.perf_counter()
             limit = min(max(self._after_s, t0 - start), max(self._deadline - t0, 0.1))  # at most the solve so far
             proven = no_plan_within(*self._problem, self._caps_below(value), limit, lambda: self._done)
-            self.seconds += time.perf_counter() - t0
+            spent = time.perf_counter() - t0
+            self.seconds += spent
             self.checked.append(value)
             if proven:
                 self.proven = values
                 self._stop_signal.set()
                 return
+            # a check that used its whole time may only have been too short: again with 4x as long
+            again, again_at = (values, start + 4 * limit) if spent >= 0.9 * limit else (None, math.inf)
