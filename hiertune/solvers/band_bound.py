@@ -72,27 +72,30 @@ def boundary_bands(allowed: list[list[int]], num_stages: int) -> list[Band]:
 def no_plan_within(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps: Caps,
                    time_limit_s: float = 10.0, cancelled: Callable[[], bool] = lambda: False) -> bool:
     """True when the band relaxation proves that no plan within `allowed` meets `caps`: band by
-    band, the heaviest ideal the caps allow after the one before (the first band alone, then each
-    with its neighbour's ideal inside it, that ideal bounded by its band's weight). False means
+    band, the heaviest ideal the caps allow after the one before: first each band alone, then (if
+    that proves nothing) each with its neighbour's ideal inside it. False means
     only "not proven": a band whose knapsack runs out of time counts as its upper bound, and
     `cancelled()` (asked before each band) gives up."""
     deadline = time.perf_counter() + time_limit_s
     pred, succ = graph.predecessors(), graph.successors()
     chained = caps.weights is not None and caps.stage_cap is not None
     w = np.asarray(caps.weights if caps.weights is not None else np.zeros(graph.num_nodes), dtype=np.int64)
-    x = 0  # the largest weight the relaxation allows I_{b-1}
-    before: Band | None = None
-    for band in boundary_bands(allowed, num_stages):
-        if cancelled():
-            return False
-        if chained and before is not None:
-            x_b = _largest_ideal_after(before, band, w, x, caps.stage_cap, pred, succ, caps, deadline)
-        else:
-            x_b = _largest_ideal(band, w, x + caps.stage_cap if chained else math.inf, pred, succ, caps, deadline)
-        if x_b is None:
+    bands = boundary_bands(allowed, num_stages)
+    for paired in ((False, True) if chained else (False,)):  # single bands first: often enough, and cheaper
+        x = 0  # the largest weight the relaxation allows I_{b-1}
+        for b, band in enumerate(bands):
+            if cancelled():
+                return False
+            if paired and b > 0:
+                x_b = _largest_ideal_after(bands[b - 1], band, w, x, caps.stage_cap, pred, succ, caps, deadline)
+            else:
+                x_b = _largest_ideal(band, w, x + caps.stage_cap if chained else math.inf, pred, succ, caps, deadline)
+            if x_b is None:
+                return True
+            x = x_b
+        if chained and int(w.sum()) - x > caps.stage_cap:
             return True
-        x, before = x_b, band
-    return chained and int(w.sum()) - x > caps.stage_cap
+    return False
 
 
 class _BandIdeal:
