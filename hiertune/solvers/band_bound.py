@@ -219,18 +219,18 @@ def _solve_max(model, weight, loosest: int, deadline: float) -> int | None:
 
 class BandCheck(threading.Thread):
     """A running solve's incumbents checked against the band bound in a thread of its own, so the
-    solver searches on undisturbed (CP-SAT's and Gurobi's solves release the GIL): from `after_s`
+    solver searches on undisturbed (CP-SAT's and Gurobi's solves release the GIL): from its start
     on, each incumbent better than the last one checked is tested for "no plan has a value below
-    it". Once that holds, `stop` ends the solve and `proven` holds the incumbent's values. Checking
+    it", each check given as long as the solve has run since `since` (at least `min_s`). Once that holds, `stop` ends the solve and `proven` holds the incumbent's values. Checking
     between slices of the solve instead restarted the solver after each, losing its search state."""
 
     def __init__(self, graph: OpGraph, allowed: list[list[int]], num_stages: int,
                  value_of: Callable[[list[int]], int], caps_below: Callable[[int], Caps], stop: StopSignal,
-                 after_s: float, deadline: float):
+                 since: float, min_s: float, deadline: float):
         super().__init__(name="band-check", daemon=True)
         self._problem = (graph, allowed, num_stages)
         self._value_of, self._caps_below, self._stop_signal = value_of, caps_below, stop
-        self._after_s, self._deadline = after_s, deadline
+        self._since, self._min_s, self._deadline = since, min_s, deadline
         self._wake = threading.Condition()
         self._latest: list[int] | None = None  # the newest incumbent not yet taken
         self._done = False
@@ -252,9 +252,6 @@ class BandCheck(threading.Thread):
         self.join()
 
     def run(self) -> None:
-        start = time.perf_counter()
-        with self._wake:
-            self._wake.wait_for(lambda: self._done, timeout=self._after_s)
         again: list[int] | None = None  # an incumbent whose check ran out of time: checked again later
         again_at = math.inf
         while True:
@@ -273,7 +270,7 @@ class BandCheck(threading.Thread):
             if values is not again and self.checked and value >= self.checked[-1]:
                 continue  # the same value would get the same answer
             t0 = time.perf_counter()
-            limit = min(max(self._after_s, t0 - start), max(self._deadline - t0, 0.1))  # at most the solve so far
+            limit = min(max(self._min_s, t0 - self._since), max(self._deadline - t0, 0.1))  # at most the solve so far
             proven = no_plan_within(*self._problem, self._caps_below(value), limit, lambda: self._done)
             spent = time.perf_counter() - t0
             self.seconds += spent
@@ -283,4 +280,4 @@ class BandCheck(threading.Thread):
                 self._stop_signal.set()
                 return
             # a check that used its whole time may only have been too short: again with 4x as long
-            again, again_at = (values, start + 4 * limit) if spent >= 0.9 * limit else (None, math.inf)
+            again, again_at = (values, self._since + 4 * limit) if spent >= 0.9 * limit else (None, math.inf)

@@ -794,7 +794,7 @@ def _solve_phase(
     stop = StopSignal()
     check = BandCheck(pm.graph, pm.allowed, pm.num_stages, value_of,
                       lambda value: _band_caps(pm, phase.name, optima, value - 1), stop,
-                      config.band_check_after_s, deadline)
+                      time.perf_counter(), config.band_check_after_s, deadline)
     report = settings.on_solution
 
     def on_solution(values: list[int]) -> None:
@@ -804,12 +804,13 @@ def _solve_phase(
 
     slice_s, seconds = config.band_check_after_s, 0.0
     found: SolveOutcome | None = None  # the last slice's outcome with a plan
-    check.start()
+    watched = False  # from the second slice on: the first one's solutions cost no callback
     try:
         while True:
             remaining = max(deadline - time.perf_counter(), 0.5)
             out = solve_linear(solver, model, phase.objective.terms,
-                               replace(settings, time_limit_s=min(slice_s, remaining), on_solution=on_solution, stop=stop),
+                               replace(settings, time_limit_s=min(slice_s, remaining),
+                                       on_solution=on_solution if watched else report, stop=stop),
                                pm.values(stages, p + 1) if stages is not None else None, cpsat_model)
             seconds += out.seconds
             if out.values is None and found is not None:
@@ -818,9 +819,14 @@ def _solve_phase(
                 break
             if out.values is not None:
                 found, stages = out, pm.decode(out.values)
+                check.offer(out.values)
+            if not watched:
+                check.start()
+                watched = True
             slice_s *= 4
     finally:
-        check.finish()
+        if watched:
+            check.finish()
     if check.proven is not None and not out.optimal:  # the bound's proof, of the plan it checked
         out = replace(out, values=check.proven, optimal=True, status="optimal",
                       objective=model.objective_value(phase.objective.terms, check.proven))
