@@ -190,13 +190,13 @@ def _solve_gurobi(model: LinearModel, objective: dict[int, int], settings: Backe
         on_solution = settings.on_solution
 
         def incumbents(model: Any, where: int) -> None:
-            if where == GRB.Callback.MIPSOL and on_solution is not None:
+            if where == GRB.Callback.MIPSOL:
                 on_solution([int(round(v)) for v in model.cbGetSolution(xs)])
 
         if settings.stop is not None:
             settings.stop.attach(m.terminate)
-        try:
-            m.optimize(incumbents)
+        try:  # a Python callback runs at every Gurobi event: installed only when someone listens
+            m.optimize(incumbents if on_solution is not None else None)
         except gp.GurobiError as err:
             if err.errno == GUROBI_SIZE_LIMIT_ERRNO:
                 raise GurobiSizeLimitError(

@@ -13,7 +13,8 @@ allows (an exact precedence-constrained knapsack per band, by CP-SAT) is exact f
 A transfer cap M adds "bytes crossing b <= M" to band b's knapsack. If the greedy chain breaks,
 no plan in the window has every stage <= P (and every transfer <= M).
 
-Tighter, and what `no_plan_within` solves: keep the containment between neighbours only. By
+Tighter, and what `no_plan_within` tries when the single bands prove nothing: keep the
+containment between neighbours only. By
 induction every real plan has w(I_{b-1}) <= x_{b-1}, so x_b = max w(I_b) over pairs
 I_{b-1} <= I_b of the two bands' ideals with w(I_{b-1}) <= x_{b-1} and w(I_b) - w(I_{b-1}) <= P
 is again an upper bound (one CP-SAT model of two bands per boundary). Where neighbouring bands
@@ -221,8 +222,9 @@ class BandCheck(threading.Thread):
     """A running solve's incumbents checked against the band bound in a thread of its own, so the
     solver searches on undisturbed (CP-SAT's and Gurobi's solves release the GIL): from its start
     on, each incumbent better than the last one checked is tested for "no plan has a value below
-    it", each check given as long as the solve has run since `since` (at least `min_s`). Once that holds, `stop` ends the solve and `proven` holds the incumbent's values. Checking
-    between slices of the solve instead restarted the solver after each, losing its search state."""
+    it", each check given as long as the solve has run since `since` (at least `min_s`). Once that
+    holds, `stop` ends the solve and `proven` holds the incumbent's values. Checked only between
+    the solve's slices, an incumbent found early in a long slice waited for the slice's end."""
 
     def __init__(self, graph: OpGraph, allowed: list[list[int]], num_stages: int,
                  value_of: Callable[[list[int]], int], caps_below: Callable[[int], Caps], stop: StopSignal,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import math
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -88,8 +87,8 @@ class IlpConfig:
     band_check_after_s: float = 1.0
     """Windows only: from this many seconds into a peak, comm or macs phase, a thread beside the
     solver checks each better incumbent against the band bound (`solvers/band_bound.py`, a
-    relaxation that drops the containment between neighbouring stage prefixes); once no window
-    plan can beat one, the solver is stopped and the phase is optimal. The solve also restarts
+    relaxation that keeps each stage prefix in its band and drops most containment between them);
+    once no window plan can beat one, the solver is stopped and the phase is optimal. The solve also restarts
     from its incumbent at this time, then 4x, 16x, ... later. Wide windows find their optimum fast
     and prove it slowly; a window that solves within this time never pays for a check. inf: never."""
 
@@ -819,8 +818,9 @@ def _solve_phase(
                 break
             if out.values is not None:
                 found, stages = out, pm.decode(out.values)
-                check.offer(out.values)
-            if not watched:
+            if not watched:  # later slices report each incumbent; the first one's plan is offered here
+                if out.values is not None:
+                    check.offer(out.values)
                 check.start()
                 watched = True
             slice_s *= 4
