@@ -739,11 +739,14 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     code = git_describe()
     plan = broad_plan(args.suite)
     networks: dict[str, Any] = {}
-    if args.suite == BROAD_REPORT and not args.only:
+    wanted_nets = {k.split("/")[0] for k in args.only or [] if "/" in k}  # --only NET/TASK builds NET alone
+    if args.suite == BROAD_REPORT and (not args.only or wanted_nets):
         unavailable = summary.setdefault("networks_unavailable", {})
         from hiertune.workloads.models import load_model, model_workload
 
         for net, (spec, options) in BROAD_NETWORKS.items():
+            if wanted_nets and net not in wanted_nets:
+                continue
             try:
                 networks[net] = model_workload(load_model(spec, **options), target).tasks
             except Exception as err:  # noqa: BLE001 - a network this checkout cannot build is reported, not fatal
