@@ -89,7 +89,6 @@ class HarlConfig:
             ("episode.spread_rounds", e.spread_rounds, e.spread_rounds >= 0, ">= 0"),
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
-            ("candidates.ranking_warmup", c.ranking_warmup, c.ranking_warmup >= 0, ">= 0"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
         ]
         for name, value, ok, rule in checks:
@@ -220,8 +219,7 @@ class HarlSearch:
         else:
             pairs = select_candidates(
                 [v.state for v in self.env.top_visited()], k, self.measured[task], self.rng,
-                key=lambda state: trace_key(state.trace),
-                epsilon=self.config.candidates.random_share(len(self.measured[task])),
+                key=lambda state: trace_key(state.trace), epsilon=self.config.candidates.epsilon,
                 cross=self.config.candidates.cross_sketch if self.spaces[task].num_sketches > 1 else 0,
                 cross_fills=lambda n, seen: self._other_sketch_fills(task, n, seen),
                 random_fill=lambda: self.spaces[task].random_state(self.env.sketch, self.rng),

@@ -27,17 +27,6 @@ class CandidateConfig:
     """Chance per measured slot of a random visited schedule instead of a top-K one (MetaSchedule's eps-greedy)."""
     cross_sketch: int = 0
     """Measured slots per round for the best-predicted random fills of the task's other sketches."""
-    ranking_warmup: int = 0
-    """Measured trials of a task before the cost model's ranking has its full say: until then the
-    random share of the slots falls linearly from 1 to `epsilon` (0: `epsilon` from the start).
-    MetaSchedule's XGBoost model answers with random scores for its first 100 samples
-    (`num_warmup_samples`): a model fitted to a few dozen trials ranks unseen schedules poorly."""
-
-    def random_share(self, measured: int) -> float:
-        """The chance that a slot goes to a random visited schedule, after `measured` trials of the task."""
-        if self.ranking_warmup <= 0:
-            return self.epsilon
-        return max(self.epsilon, 1.0 - measured / self.ranking_warmup)
 
 
 def select_candidates(
