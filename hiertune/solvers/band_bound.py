@@ -71,26 +71,27 @@ def boundary_bands(allowed: list[list[int]], num_stages: int) -> list[Band]:
 
 
 def no_plan_within(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps: Caps,
-                   time_limit_s: float = 10.0, cancelled: Callable[[], bool] = lambda: False) -> bool:
+                   time_limit_s: float = 10.0, stop: StopSignal | None = None, pairs: bool = True) -> bool:
     """True when the band relaxation proves that no plan within `allowed` meets `caps`: band by
     band, the heaviest ideal the caps allow after the one before: first each band alone, then (if
-    that proves nothing) each with its neighbour's ideal inside it. False means
+    that proves nothing, and `pairs`) each with its neighbour's ideal inside it. False means
     only "not proven": a band whose knapsack runs out of time counts as its upper bound, and
-    `cancelled()` (asked before each band) gives up."""
+    `stop` (set from another thread) ends the knapsack under way and gives up."""
     deadline = time.perf_counter() + time_limit_s
     pred, succ = graph.predecessors(), graph.successors()
     chained = caps.weights is not None and caps.stage_cap is not None
     w = np.asarray(caps.weights if caps.weights is not None else np.zeros(graph.num_nodes), dtype=np.int64)
     bands = boundary_bands(allowed, num_stages)
-    for paired in ((False, True) if chained else (False,)):  # single bands first: often enough, and cheaper
+    for paired in ((False, True) if chained and pairs else (False,)):  # single bands first: often enough, and cheaper
         x = 0  # the largest weight the relaxation allows I_{b-1}
         for b, band in enumerate(bands):
-            if cancelled():
+            if stop is not None and stop.requested:
                 return False
             if paired and b > 0:
-                x_b = _largest_ideal_after(bands[b - 1], band, w, x, caps.stage_cap, pred, succ, caps, deadline)
+                x_b = _largest_ideal_after(bands[b - 1], band, w, x, caps.stage_cap, pred, succ, caps, deadline, stop)
             else:
-                x_b = _largest_ideal(band, w, x + caps.stage_cap if chained else math.inf, pred, succ, caps, deadline)
+                x_b = _largest_ideal(band, w, x + caps.stage_cap if chained else math.inf, pred, succ, caps, deadline,
+                                     stop)
             if x_b is None:
                 return True
             x = x_b
@@ -104,7 +105,7 @@ class _BandIdeal:
     within the transfer cap; `weight` is w(I_b) as a linear expression."""
 
     def __init__(self, model, band: Band, w: np.ndarray, pred: list[list[int]], succ: list[list[int]],
-                 caps: Caps, name: str):
+                 caps: Caps, name: str, transfer_of: list[Tensor] | None = None):
         self.band = band
         self.index = {v: i for i, v in enumerate(band.free)}
         self.z = [model.new_bool_var(f"{name}[{v}]") for v in band.free]
@@ -117,9 +118,10 @@ class _BandIdeal:
                     model.add_implication(self.z[i], self.z[self.index[u]])
             if any(self.surely(s) for s in succ[v]):
                 model.add(self.z[i] == 1)
-        if caps.transfer_cap is not None:
+        self.transfer = 0  # bytes crossing b, as an expression (with a transfer cap or `transfer_of`)
+        if caps.transfer_cap is not None or transfer_of is not None:
             sure, terms = 0, []
-            for u, nbytes, consumers in caps.tensors or []:
+            for u, nbytes, consumers in (caps.tensors if caps.transfer_cap is not None else transfer_of) or []:
                 if nbytes == 0 or self.surely(u) is False or all(self.surely(c) for c in consumers):
                     continue
                 if self.surely(u) and any(self.surely(c) is False for c in consumers):
@@ -130,9 +132,11 @@ class _BandIdeal:
                     if not self.surely(c):
                         model.add(cross >= self.member(u) - self.member(c))
                 terms.append(nbytes * cross)
-            self.feasible = sure <= caps.transfer_cap
-            if terms:
-                model.add(sum(terms) <= caps.transfer_cap - sure)
+            self.transfer = sure + sum(terms)
+            if caps.transfer_cap is not None:
+                self.feasible = sure <= caps.transfer_cap
+                if terms:
+                    model.add(sum(terms) <= caps.transfer_cap - sure)
         self.base = int(w[band.inside].sum())
         self.weight = self.base + sum(int(w[v]) * self.z[i] for v, i in self.index.items() if w[v])
 
@@ -146,7 +150,8 @@ class _BandIdeal:
 
 
 def _largest_ideal_after(before: Band, band: Band, w: np.ndarray, x_before: int, stage_cap: int,
-                         pred: list[list[int]], succ: list[list[int]], caps: Caps, deadline: float) -> int | None:
+                         pred: list[list[int]], succ: list[list[int]], caps: Caps, deadline: float,
+                         stop: StopSignal | None = None) -> int | None:
     """An upper bound on the largest w(I_b) over pairs I_{b-1} <= I_b of the two bands' ideals with
     w(I_{b-1}) <= x_before (its bound) and stage b = w(I_b) - w(I_{b-1}) <= stage_cap: containment
     kept between neighbours, so at least as tight as `_largest_ideal` at cap x_before + stage_cap."""
@@ -160,7 +165,7 @@ def _largest_ideal_after(before: Band, band: Band, w: np.ndarray, x_before: int,
     held = [prev.member(v) <= cur.member(v) for v in set(prev.index) | set(cur.index)]  # I_{b-1} inside I_b
     if not _require(model, [*held, prev.weight <= x_before, cur.weight - prev.weight <= stage_cap]):
         return None
-    return _solve_max(model, cur.weight, x_before + stage_cap, deadline)
+    return _solve_max(model, cur.weight, x_before + stage_cap, deadline, stop)
 
 
 def _require(model, constraints: list) -> bool:
@@ -175,7 +180,7 @@ def _require(model, constraints: list) -> bool:
 
 
 def _largest_ideal(band: Band, w: np.ndarray, cap: float, pred: list[list[int]], succ: list[list[int]],
-                   caps: Caps, deadline: float) -> int | None:
+                   caps: Caps, deadline: float, stop: StopSignal | None = None) -> int | None:
     """An upper bound on the largest w(I) <= cap over the band's ideals that meet the transfer
     cap; None when no such ideal exists."""
     from ortools.sat.python import cp_model
@@ -192,21 +197,53 @@ def _largest_ideal(band: Band, w: np.ndarray, cap: float, pred: list[list[int]],
         return None
     if math.isfinite(cap) and not _require(model, [ideal.weight <= int(cap)]):
         return None
-    return _solve_max(model, ideal.weight, int(cap) if math.isfinite(cap) else base + free_weight, deadline)
+    return _solve_max(model, ideal.weight, int(cap) if math.isfinite(cap) else base + free_weight, deadline, stop)
 
 
-def _solve_max(model, weight, loosest: int, deadline: float) -> int | None:
+class _Solved:
+    """One CP-SAT response, read like `CpSolver` after a solve."""
+
+    def __init__(self, response):
+        self.response = response
+
+    @property
+    def status(self):
+        return self.response.status
+
+    def value(self, var) -> int:
+        return int(self.response.solution[var.index])
+
+
+def _solve(model, deadline: float, stop: StopSignal | None) -> _Solved:
+    """CP-SAT on `model` (one worker, until `deadline`), ended early, as at its time limit, once
+    `stop` is set. Solved through a `SolveWrapper` made before the stop is attached, so a stop
+    that comes before the search starts still ends it (`CpSolver.stop_search` is a no-op then)."""
+    from ortools.sat.python import cp_model_helper as cmh
+
+    params = cmh.SatParameters()
+    params.num_workers = 1
+    params.max_time_in_seconds = float(max(deadline - time.perf_counter(), 0.01))
+    wrapper = cmh.SolveWrapper()
+    wrapper.set_parameters(params)
+    if stop is not None:
+        stop.attach(wrapper.stop_search)
+    try:
+        return _Solved(wrapper.solve(model.proto))
+    finally:
+        if stop is not None:
+            stop.detach()
+
+
+def _solve_max(model, weight, loosest: int, deadline: float, stop: StopSignal | None = None) -> int | None:
     """max `weight` over `model` as an upper bound: None when infeasible, the solver's bound when
-    it runs out of time, `loosest` when it decides nothing."""
+    it runs out of time (or is stopped), `loosest` when it decides nothing."""
     from ortools.sat.python import cp_model
 
     fixed = isinstance(weight, int)  # no free node weighs anything: feasibility only
     if not fixed:
         model.maximize(weight)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.01)
-    status = solver.solve(model)
+    solved = _solve(model, deadline, stop)
+    status = solved.status
     if status == cp_model.INFEASIBLE:
         return None
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # not decided: the loosest it can be
@@ -214,8 +251,112 @@ def _solve_max(model, weight, loosest: int, deadline: float) -> int | None:
     if fixed:
         return weight
     if status == cp_model.OPTIMAL:
-        return int(round(solver.objective_value))
-    return int(math.floor(solver.best_objective_bound + 1e-6))
+        return int(round(solved.response.objective_value))
+    return int(math.floor(solved.response.best_objective_bound + 1e-6))
+
+
+def least_open_cap(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps_at: Callable[[int], Caps],
+                   floor: int, ceiling: Callable[[], int], pairs: bool, deadline: float,
+                   stop: StopSignal | None = None) -> int:
+    """The least value in [floor, ceiling()] that the band relaxation does not exclude, by
+    bisection over the cap (`caps_at(c)`: every plan's value <= c); `ceiling()` is asked again
+    after each probe (a solver beside it may find better plans meanwhile). `floor` must be a
+    value no plan beats; what comes back is one too: every cap below it is excluded. Stopped
+    early (deadline, `stop`), it is only a lower end of the search."""
+    top = ceiling()
+    lo, hi = floor, top
+    fresh = False  # a new incumbent: probe just below it first, as a full check (pairs too)
+    stopped = lambda: stop is not None and stop.requested  # noqa: E731
+    while lo < hi and not stopped() and time.perf_counter() < deadline:
+        mid = top if fresh else (lo + hi) // 2
+        if no_plan_within(graph, allowed, num_stages, caps_at(mid), deadline - time.perf_counter(), stop,
+                          pairs or fresh):
+            lo = mid + 1  # with a fresh top: lo passes hi, the new incumbent is optimal
+        elif not stopped() and not fresh:  # a probe cut short excludes nothing, and says nothing either
+            hi = mid
+        fresh = ceiling() < top
+        top = ceiling()
+        hi = min(hi, top)
+    return lo
+
+
+def greedy_plan(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps: Caps, deadline: float,
+                stop: StopSignal | None = None, look: int = 2,
+                tensors: list[Tensor] | None = None) -> list[int] | None:
+    """A plan within `caps` (stage weights and transfers), or None when this dive finds none.
+
+    Boundary by boundary, I_b is fixed as the first ideal of a chain over bands b..b+look (the
+    first holding I_{b-1}, each within the caps after the one before, the whole graph's tail
+    within the stage cap once the chain reaches the last band) whose last ideal is as heavy as
+    possible: filling the stages ahead up to the cap leaves the least for the stages after, and
+    the look-ahead keeps I_b from taking a shape its successors cannot extend (with look = 0 the
+    dive fails on NASNetLarge's K = 16 window at its optimum peak, with look = 2 it finds it).
+    At the least cap the relaxation leaves open (`least_open_cap`) a plan found is optimal: the
+    band bound's primal side, for windows whose solver is slow to *find* that plan. With
+    `tensors`, each I_b is then, among those chains, one that sends the fewest bytes across b:
+    the next phase (the largest transfer) starts from this plan, and a max-weight I_b picked
+    blindly sent 8 % more there (NASNetLarge, K = 16), which CP-SAT took 40 s to win back."""
+    from ortools.sat.python import cp_model
+
+    if caps.weights is None or caps.stage_cap is None:
+        return None
+    w = np.asarray(caps.weights, dtype=np.int64)
+    total, cap = int(w.sum()), int(caps.stage_cap)
+    pred, succ = graph.predecessors(), graph.successors()
+    bands = boundary_bands(allowed, num_stages)
+    last = len(bands) - 1
+    held = np.zeros(graph.num_nodes, dtype=bool)  # I_{b-1}
+    held_weight = 0
+    stages = [num_stages - 1] * graph.num_nodes
+    for b in range(len(bands)):
+        if (stop is not None and stop.requested) or time.perf_counter() >= deadline:
+            return None
+        model = cp_model.CpModel()
+        chain = [_BandIdeal(model, bands[c], w, pred, succ, caps, f"I{c}", tensors if c == b else None)
+                 for c in range(b, min(b + look, last) + 1)]
+        first = chain[0]
+        if not all(ideal.feasible for ideal in chain) or any(first.surely(v) is False for v in np.flatnonzero(held)):
+            return None
+        rows = [first.z[first.index[v]] == 1 for v in np.flatnonzero(held).tolist() if v in first.index]
+        rows.append(first.weight - held_weight <= cap)
+        for before, after in zip(chain, chain[1:]):
+            rows += [before.member(v) <= after.member(v) for v in set(before.index) | set(after.index)]
+            rows.append(after.weight - before.weight <= cap)
+        if b + len(chain) - 1 == last:
+            rows.append(total - chain[-1].weight <= cap)
+        if not _require(model, rows):
+            return None
+        if not isinstance(chain[-1].weight, int):
+            model.maximize(chain[-1].weight)
+        solved = _solve(model, deadline, stop)
+        if solved.status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        if tensors is not None and not isinstance(first.transfer, int) and not isinstance(chain[-1].weight, int):
+            heaviest = int(round(solved.response.objective_value))
+            for ideal in chain:
+                for z in ideal.z:
+                    model.add_hint(z, solved.value(z))
+            model.add(chain[-1].weight >= heaviest)
+            model.minimize(first.transfer)
+            solved = _solve(model, deadline, stop)
+            if solved.status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                return None
+        now = bands[b].inside.copy()
+        for v, i in first.index.items():
+            now[v] |= bool(solved.value(first.z[i]))
+        for v in np.flatnonzero(now & ~held).tolist():
+            stages[v] = b
+        held, held_weight = now, int(w[now].sum())
+    return stages if total - held_weight <= cap else None
+
+
+SEARCH_AFTER = 5.0
+"""The search for the least open value and its dive (`BandCheck._search`) starts this many
+`min_s` into the solve: once the solve's first two slices (1x, 4x) have ended unproven. It costs
+seconds of a core beside the solver; a solve that proves its window within that time does not
+need it (NASNetLarge at K = 4, one worker: Gurobi and the checks prove the peak in about 5 s; a
+search started at the first check held the core and the GIL the solver's callbacks need, and the
+proof came at 6-11 s, once past `auto`'s 10 s second-start threshold: 36 s in all)."""
 
 
 class BandCheck(threading.Thread):
@@ -228,14 +369,22 @@ class BandCheck(threading.Thread):
 
     def __init__(self, graph: OpGraph, allowed: list[list[int]], num_stages: int,
                  value_of: Callable[[list[int]], int], caps_below: Callable[[int], Caps], stop: StopSignal,
-                 since: float, min_s: float, deadline: float):
+                 since: float, min_s: float, deadline: float, floor: int = 0,
+                 plan_values: Callable[[list[int]], list[int] | None] | None = None,
+                 dive_tensors: list[Tensor] | None = None):
         super().__init__(name="band-check", daemon=True)
         self._problem = (graph, allowed, num_stages)
         self._value_of, self._caps_below, self._stop_signal = value_of, caps_below, stop
         self._since, self._min_s, self._deadline = since, min_s, deadline
+        self._floor = floor  # a value no plan beats: the phase's lower bound, raised by the search
+        self._plan_values = plan_values  # a plan (stages) as the solver's values; None: not a solution
+        self._dive_tensors = dive_tensors  # the dive's tie-break: fewest bytes across each boundary
+        self._searched = plan_values is None  # the search for the least open value has run to its end
+        self.dived = False  # the proven plan came from the search's dive, not from the solver
         self._wake = threading.Condition()
         self._latest: list[int] | None = None  # the newest incumbent not yet taken
         self._done = False
+        self._halt = StopSignal()  # ends the thread's own knapsack solves once the solve has returned
         self.proven: list[int] | None = None
         self.checked: list[int] = []  # the values checked, in order
         self.seconds = 0.0  # spent checking
@@ -251,19 +400,29 @@ class BandCheck(threading.Thread):
         with self._wake:
             self._done = True
             self._wake.notify()
+        self._halt.set()
         self.join()
 
     def run(self) -> None:
         again: list[int] | None = None  # an incumbent whose check ran out of time: checked again later
         again_at = math.inf
+        best: list[int] | None = None  # the best incumbent checked: where the search starts
+        search_at = self._since + SEARCH_AFTER * self._min_s
         while True:
             with self._wake:
-                until = min(again_at, self._deadline)
+                until = min(again_at, search_at if best is not None and not self._searched else math.inf,
+                            self._deadline)
                 self._wake.wait_for(lambda: self._done or self._latest is not None,
                                     timeout=max(until - time.perf_counter(), 0.0))
                 if self._done:
                     return
                 values, self._latest = self._latest, None
+            if values is None and best is not None and not self._searched and time.perf_counter() >= search_at:
+                self._search(best, self._value_of(best))
+                if self.proven is not None:
+                    self._stop_signal.set()
+                    return
+                continue
             if values is None:  # no better incumbent: the timed-out check's turn, else the end
                 if again is None or time.perf_counter() >= self._deadline:
                     return
@@ -273,7 +432,7 @@ class BandCheck(threading.Thread):
                 continue  # the same value would get the same answer
             t0 = time.perf_counter()
             limit = min(max(self._min_s, t0 - self._since), max(self._deadline - t0, 0.1))  # at most the solve so far
-            proven = no_plan_within(*self._problem, self._caps_below(value), limit, lambda: self._done)
+            proven = no_plan_within(*self._problem, self._caps_below(value), limit, self._halt)
             spent = time.perf_counter() - t0
             self.seconds += spent
             self.checked.append(value)
@@ -281,5 +440,44 @@ class BandCheck(threading.Thread):
                 self.proven = values
                 self._stop_signal.set()
                 return
+            best = values
             # a check that used its whole time may only have been too short: again with 4x as long
             again, again_at = (values, self._since + 4 * limit) if spent >= 0.9 * limit else (None, math.inf)
+
+    def _search(self, values: list[int], value: int) -> None:
+        """The single bands' least open value below the best incumbent's (the floor rises with
+        each proof) and a greedy plan at it, which is then optimal: for windows whose solver
+        finds the optimum slowly while the bound holds it (NASNetLarge at K = 16: a minute of
+        CP-SAT against seconds here). Incumbents that come meanwhile are checked in full (pairs
+        too) and lower the ceiling; the best of them is proven once the floor reaches it. Pairs
+        are not bisected: at NASNetLarge K = 16 that took 30 s of a core, which slowed the solver
+        beside it more than it helped."""
+        t0 = time.perf_counter()
+        best = [values, value]
+
+        def ceiling() -> int:
+            with self._wake:
+                latest, self._latest = self._latest, None
+            if latest is not None and self._value_of(latest) < best[1]:
+                best[:] = [latest, self._value_of(latest)]
+            return best[1] - 1
+
+        caps_at = lambda cap: self._caps_below(cap + 1)  # noqa: E731 - every plan's value <= cap
+        try:
+            self._floor = max(self._floor, least_open_cap(*self._problem, caps_at, self._floor, ceiling,
+                                                          False, self._deadline, self._halt))
+            if self._halt.requested:
+                return
+            if self._floor >= best[1]:  # nothing below the best incumbent
+                self.proven = best[0]
+                return
+            plan = greedy_plan(*self._problem, caps_at(self._floor), self._deadline, self._halt,
+                               tensors=self._dive_tensors)
+            found = None if plan is None else self._plan_values(plan)
+            if found is not None and self._value_of(found) <= self._floor:
+                self.proven, self.dived = found, True
+                return
+            self._searched = True
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.checked.append(best[1])

@@ -771,6 +771,7 @@ def _lexicographic(
 
 
 BAND_CHECKED = ("peak", "comm", "macs")  # the phases the band bound can prove
+STAGE_CAPPED = ("peak", "macs")  # ... and those whose optimum its greedy dive can find (a stage cap)
 
 
 def _solve_phase(
@@ -790,10 +791,24 @@ def _solve_phase(
         return solve_linear(solver, model, phase.objective.terms, settings, start, cpsat_model), ""
     value_of = lambda values: evaluate_objectives(  # noqa: E731
         pm.graph, pm.decode(values), pm.num_stages, pm.cache_bytes, (phase.name,))[0]
+    earlier = tuple(q.name for q in pm.phases[:p])
+
+    def plan_values(plan: list[int]) -> list[int] | None:
+        """A plan of the band search as the phase model's values; None when it leaves the window
+        or breaks an earlier phase's optimum (the band caps relax those)."""
+        if any(plan[v] not in ks for v, ks in enumerate(pm.allowed)):
+            return None
+        if any(got > best for got, best in zip(evaluate_objectives(pm.graph, plan, pm.num_stages, pm.cache_bytes,
+                                                                   earlier), optima)):
+            return None
+        return pm.values(plan, p + 1)
+
     stop = StopSignal()
     check = BandCheck(pm.graph, pm.allowed, pm.num_stages, value_of,
                       lambda value: _band_caps(pm, phase.name, optima, value - 1), stop,
-                      time.perf_counter(), config.band_check_after_s, deadline)
+                      time.perf_counter(), config.band_check_after_s, deadline, floor=phase.lower_bound,
+                      plan_values=plan_values if phase.name in STAGE_CAPPED else None,
+                      dive_tensors=tensors(pm.graph) if "comm" in [q.name for q in pm.phases[p + 1:]] else None)
     report = settings.on_solution
 
     def on_solution(values: list[int]) -> None:
@@ -833,7 +848,8 @@ def _solve_phase(
     out = replace(out, seconds=seconds)
     if not check.checked:
         return out, ""
-    verdict = "proved it" if check.proven is not None else "did not prove it"
+    verdict = ("found and proved the optimum" if check.dived else "proved it") if check.proven is not None \
+        else "did not prove it"
     return out, f" (band bound: {len(check.checked)} check(s) in {check.seconds:.2f}s, {verdict})"
 
 
