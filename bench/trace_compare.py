@@ -74,9 +74,28 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def network_task(key: str, target: Any) -> Any:
+    """A broad-report network task, NET/TASK (e.g. bert-2l/fused_matmul3_add4), built the way the
+    broad suite builds it."""
+    from harl_vs_metaschedule import BROAD_NETWORKS
+
+    from hiertune.errors import HiertuneError
+    from hiertune.workloads.models import load_model, model_workload
+
+    net, name = key.split("/", 1)
+    if net not in BROAD_NETWORKS:
+        raise HiertuneError(f"network {net!r} is not one of the broad suite's ({', '.join(BROAD_NETWORKS)})")
+    spec, options = BROAD_NETWORKS[net]
+    tasks = model_workload(load_model(spec, **options), target).tasks
+    for task in tasks:
+        if task.name == name:
+            return task
+    raise HiertuneError(f"{net} has no task {name!r}; its tasks: {', '.join(t.name for t in tasks)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", required=True)
+    parser.add_argument("--workload", required=True, help="an operator (DEP:1) or a broad-report network task (bert-2l/fused_matmul3_add4)")
     parser.add_argument("--harl", required=True, help="HARL's records (.jsonl)")
     parser.add_argument("--ms", required=True, help="MetaSchedule's records (.jsonl)")
     args = parser.parse_args()
@@ -88,7 +107,7 @@ def main() -> None:
     from hiertune.workloads.tvm_support import make_target
 
     target = make_target("llvm", num_cores=1)
-    task = get_workload(args.workload, target).tasks[0]
+    task = network_task(args.workload, target) if "/" in args.workload else get_workload(args.workload, target).tasks[0]
     space = ScheduleSpace(task.mod, target, seed=0)
     out: dict[str, Any] = {"workload": args.workload, "sketches": space.num_sketches}
     states: dict[str, list[tuple[Any, float]]] = {}

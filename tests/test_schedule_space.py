@@ -325,3 +325,32 @@ def test_metaschedule_simplified_traces_map_back_to_states(gmm):
         assert back is not None and back.key == state.key
     dropped = [i for i in gmm.sketches[0].insts if i.kind.name == "GetConsumers" and not i.outputs]
     assert dropped, "the GEMM sketch has an unbound GetConsumers that simplification drops"
+
+
+def test_a_stored_trace_without_the_sketchs_dead_getter_still_matches_it() -> None:
+    """MetaSchedule stores traces simplified: a getter whose block no later instruction uses
+    (a fused epilogue's GetSBlock) is dropped and the variables are renumbered. Such a record
+    must still match its sketch, and a record that differs in a live instruction must not."""
+    from hiertune.envs.schedule_space import _instruction_shape, _live_positions
+
+    sketch = [
+        ["GetSBlock", [], ["matmul", "main"], ["b0"]],
+        ["GetSBlock", [], ["T_add", "main"], ["b1"]],  # fetched, never used
+        ["GetSBlock", [], ["root", "main"], ["b2"]],
+        ["GetLoops", ["b0"], [], ["l3", "l4"]],
+        ["SamplePerfectTile", ["l3"], [2, 64], ["v5", "v6"]],
+        ["Split", ["l3", "v5", "v6"], [True, False], ["l7", "l8"]],
+        ["Annotate", ["b2", 16], ["meta_schedule.parallel"], []],
+    ]
+    stored = [
+        ["GetSBlock", [], ["matmul", "main"], ["b0"]],
+        ["GetSBlock", [], ["root", "main"], ["b1"]],
+        ["GetLoops", ["b0"], [], ["l2", "l3"]],
+        ["SamplePerfectTile", ["l2"], [2, 64], ["v4", "v5"]],
+        ["Split", ["l2", "v4", "v5"], [True, False], ["l6", "l7"]],
+        ["Annotate", ["b1", 64], ["meta_schedule.parallel"], []],  # a mutated parallel extent
+    ]
+    assert _live_positions(sketch) == [0, 2, 3, 4, 5, 6]
+    assert _instruction_shape(stored) == _instruction_shape(sketch)
+    other = [*stored[:5], ["Annotate", ["b0", 64], ["meta_schedule.parallel"], []]]  # another block
+    assert _instruction_shape(other) != _instruction_shape(sketch)

@@ -96,25 +96,57 @@ def _tvm_decision(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _names(value: Any) -> list[str]:
+    """The variable names an instruction's inputs refer to (nested lists flattened)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not hasattr(value, "value")):
+        return [name for v in value for name in _names(v)]
+    return []
+
+
 def _live_positions(json_insts: Sequence[Any]) -> list[int]:
     """Positions of the instructions that matter for matching a trace to a sketch: all but
-    getters whose result is never bound (a design space's `GetConsumers` with no outputs, which
-    MetaSchedule drops when it simplifies a trace before storing it)."""
-    return [i for i, inst in enumerate(json_insts) if not (inst[0].startswith("Get") and not inst[3])]
+    getters whose results no later instruction reads. MetaSchedule drops those when it simplifies
+    a trace before storing it: a design space's `GetConsumers` with no outputs, and the
+    `GetSBlock` of a fused epilogue that the sketch fetches and never uses (BERT's matmul + add)."""
+    read: set[str] = set()
+    dead: set[int] = set()
+    for i in range(len(json_insts) - 1, -1, -1):
+        inst = json_insts[i]
+        if str(inst[0]).startswith("Get") and not any(str(out) in read for out in inst[3]):
+            dead.add(i)
+            continue
+        read.update(str(name) for name in _names(_plain(inst[1])))
+    return [i for i in range(len(json_insts)) if i not in dead]
 
 
 def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
-    """Live instructions of a trace JSON with the tunable parallel value blanked, one string each.
+    """Live instructions of a trace JSON with the tunable parallel value blanked, one string each,
+    their variables renamed in order of definition (MetaSchedule renumbers them after dropping
+    dead getters, so b2 in a sketch can be b1 in a stored record).
 
     Sketches of one task can differ only in an instruction's inputs (e.g. the loop a cache-write
     block is computed at), so kinds alone do not tell them apart.
     """
     out = []
+    rename: dict[str, str] = {}
+
+    def canonical(value: Any) -> Any:
+        if isinstance(value, str):
+            return rename.get(value, value)
+        if isinstance(value, list):
+            return [canonical(v) for v in value]
+        return value
+
     for inst in (json_insts[i] for i in _live_positions(json_insts)):
-        kind, inputs, attrs = inst[0], list(inst[1]), inst[2]
+        kind, inputs, attrs = inst[0], canonical(_plain(list(inst[1]))), inst[2]
         if kind == "Annotate" and attrs and attrs[0] == PARALLEL_ANN:
             inputs = inputs[:1]
-        out.append(json.dumps(_plain([kind, inputs, attrs, inst[3]])))
+        for name in _plain(inst[3]):
+            rename[str(name)] = f"{str(name)[:1]}{len(rename)}"
+        outputs = canonical(_plain(inst[3]))
+        out.append(json.dumps([_plain(kind), inputs, _plain(attrs), outputs]))
     return tuple(out)
 
 
