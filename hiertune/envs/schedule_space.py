@@ -97,10 +97,10 @@ def _tvm_decision(value: Any) -> Any:
 
 
 def _names(value: Any) -> list[str]:
-    """The variable names an instruction's inputs refer to (nested lists flattened)."""
+    """The strings in a `_plain` value (an instruction's inputs): the variable names it reads."""
     if isinstance(value, str):
         return [value]
-    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not hasattr(value, "value")):
+    if isinstance(value, list):
         return [name for v in value for name in _names(v)]
     return []
 
@@ -117,7 +117,7 @@ def _live_positions(json_insts: Sequence[Any]) -> list[int]:
         if str(inst[0]).startswith("Get") and not any(str(out) in read for out in inst[3]):
             dead.add(i)
             continue
-        read.update(str(name) for name in _names(_plain(inst[1])))
+        read.update(_names(_plain(inst[1])))
     return [i for i in range(len(json_insts)) if i not in dead]
 
 
@@ -143,9 +143,10 @@ def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
         kind, inputs, attrs = inst[0], canonical(_plain(list(inst[1]))), inst[2]
         if kind == "Annotate" and attrs and attrs[0] == PARALLEL_ANN:
             inputs = inputs[:1]
-        for name in _plain(inst[3]):
-            rename[str(name)] = f"{str(name)[:1]}{len(rename)}"
-        outputs = canonical(_plain(inst[3]))
+        defined = _plain(inst[3])
+        for name in defined:
+            rename[name] = f"{name[:1]}{len(rename)}"
+        outputs = canonical(defined)
         out.append(json.dumps([_plain(kind), inputs, _plain(attrs), outputs]))
     return tuple(out)
 

@@ -149,6 +149,13 @@ class _BandIdeal:
         return self.z[self.index[v]] if state is None else int(state)
 
 
+def _nested(before: _BandIdeal, after: _BandIdeal, stage_cap: int) -> list:
+    """Rows for consecutive ideals: `before` inside `after`, the stage between them within the cap
+    (constants come out as bools, for `_require`)."""
+    rows = [before.member(v) <= after.member(v) for v in set(before.index) | set(after.index)]
+    return [*rows, after.weight - before.weight <= stage_cap]
+
+
 def _largest_ideal_after(before: Band, band: Band, w: np.ndarray, x_before: int, stage_cap: int,
                          pred: list[list[int]], succ: list[list[int]], caps: Caps, deadline: float,
                          stop: StopSignal | None = None) -> int | None:
@@ -162,8 +169,7 @@ def _largest_ideal_after(before: Band, band: Band, w: np.ndarray, x_before: int,
     cur = _BandIdeal(model, band, w, pred, succ, caps, "cur")
     if not (prev.feasible and cur.feasible):
         return None
-    held = [prev.member(v) <= cur.member(v) for v in set(prev.index) | set(cur.index)]  # I_{b-1} inside I_b
-    if not _require(model, [*held, prev.weight <= x_before, cur.weight - prev.weight <= stage_cap]):
+    if not _require(model, [*_nested(prev, cur, stage_cap), prev.weight <= x_before]):
         return None
     return _solve_max(model, cur.weight, x_before + stage_cap, deadline, stop)
 
@@ -274,8 +280,8 @@ def least_open_cap(graph: OpGraph, allowed: list[list[int]], num_stages: int, ca
             lo = mid + 1  # with a fresh top: lo passes hi, the new incumbent is optimal
         elif not stopped() and not fresh:  # a probe cut short excludes nothing, and says nothing either
             hi = mid
-        fresh = ceiling() < top
-        top = ceiling()
+        now = ceiling()
+        fresh, top = now < top, now
         hi = min(hi, top)
     return lo
 
@@ -295,7 +301,7 @@ def greedy_plan(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps:
     band bound's primal side, for windows whose solver is slow to *find* that plan. With
     `tensors`, each I_b is then, among those chains, one that sends the fewest bytes across b:
     the next phase (the largest transfer) starts from this plan, and a max-weight I_b picked
-    blindly sent 8 % more there (NASNetLarge, K = 16), which CP-SAT took 40 s to win back."""
+    blindly leaves CP-SAT a worse transfer to win back there."""
     from ortools.sat.python import cp_model
 
     if caps.weights is None or caps.stage_cap is None:
@@ -320,8 +326,7 @@ def greedy_plan(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps:
         rows = [first.z[first.index[v]] == 1 for v in np.flatnonzero(held).tolist() if v in first.index]
         rows.append(first.weight - held_weight <= cap)
         for before, after in zip(chain, chain[1:]):
-            rows += [before.member(v) <= after.member(v) for v in set(before.index) | set(after.index)]
-            rows.append(after.weight - before.weight <= cap)
+            rows += _nested(before, after, cap)
         if b + len(chain) - 1 == last:
             rows.append(total - chain[-1].weight <= cap)
         if not _require(model, rows):
@@ -352,11 +357,9 @@ def greedy_plan(graph: OpGraph, allowed: list[list[int]], num_stages: int, caps:
 
 SEARCH_AFTER = 5.0
 """The search for the least open value and its dive (`BandCheck._search`) starts this many
-`min_s` into the solve: once the solve's first two slices (1x, 4x) have ended unproven. It costs
-seconds of a core beside the solver; a solve that proves its window within that time does not
-need it (NASNetLarge at K = 4, one worker: Gurobi and the checks prove the peak in about 5 s; a
-search started at the first check held the core and the GIL the solver's callbacks need, and the
-proof came at 6-11 s, once past `auto`'s 10 s second-start threshold: 36 s in all)."""
+`min_s` into the solve: once the solve's first two slices (1x, 4x) have ended unproven. It holds
+a core, and the GIL that the solver's Python callbacks wait for, beside the solver, so a solve
+that proves its window by then should not pay for it (docs/incilp.md has the measurement)."""
 
 
 class BandCheck(threading.Thread):
@@ -450,16 +453,18 @@ class BandCheck(threading.Thread):
         finds the optimum slowly while the bound holds it (NASNetLarge at K = 16: a minute of
         CP-SAT against seconds here). Incumbents that come meanwhile are checked in full (pairs
         too) and lower the ceiling; the best of them is proven once the floor reaches it. Pairs
-        are not bisected: at NASNetLarge K = 16 that took 30 s of a core, which slowed the solver
-        beside it more than it helped."""
+        are not bisected: each probe costs about twice a single band's, and the core they hold
+        slowed the solver beside it more than they helped (docs/incilp.md)."""
         t0 = time.perf_counter()
         best = [values, value]
 
         def ceiling() -> int:
             with self._wake:
                 latest, self._latest = self._latest, None
-            if latest is not None and self._value_of(latest) < best[1]:
-                best[:] = [latest, self._value_of(latest)]
+            if latest is not None:
+                value = self._value_of(latest)
+                if value < best[1]:
+                    best[:] = [latest, value]
             return best[1] - 1
 
         caps_at = lambda cap: self._caps_below(cap + 1)  # noqa: E731 - every plan's value <= cap
