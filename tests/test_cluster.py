@@ -50,8 +50,11 @@ def test_a_removed_nodes_pending_candidates_are_measured_elsewhere(cluster_run):
     assert loss["results_per_node"] == 6  # exactly once: no candidate measured into two results
     assert loss["requeued"] >= 1 and loss["lost_runners"] == 1
     assert 1 <= loss["remeasured_elsewhere"] <= loss["requeued"]  # measured on a node still there
-    # nothing measured on the removed node after it was taken away
-    assert loss["measured_on_removed"] == loss["measured_there_before"]
+    # nothing started on the removed node after it was taken away. A runner executes one call at
+    # a time, so of its calls in flight at most the one already running can still return a result
+    # measured there (it may finish while the node is being removed); the queued one never does.
+    assert 0 <= loss["measured_on_removed"] - loss["measured_there_before"] <= 1
+    assert loss["measured_on_removed"] - loss["measured_there_before"] < loss["in_flight_on_removed"]
     assert loss["runners_after"] == 2
 
 
