@@ -121,10 +121,11 @@ def _live_positions(json_insts: Sequence[Any]) -> list[int]:
     return [i for i in range(len(json_insts)) if i not in dead]
 
 
-def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
+def _instruction_shape(json_insts: Sequence[Any], live: Sequence[int] | None = None) -> tuple[str, ...]:
     """Live instructions of a trace JSON with the tunable parallel value blanked, one string each,
     their variables renamed in order of definition (MetaSchedule renumbers them after dropping
-    dead getters, so b2 in a sketch can be b1 in a stored record).
+    dead getters, so b2 in a sketch can be b1 in a stored record). `live`: the trace's
+    `_live_positions`, when the caller has them already.
 
     Sketches of one task can differ only in an instruction's inputs (e.g. the loop a cache-write
     block is computed at), so kinds alone do not tell them apart.
@@ -139,7 +140,7 @@ def _instruction_shape(json_insts: Sequence[Any]) -> tuple[str, ...]:
             return [canonical(v) for v in value]
         return value
 
-    for inst in (json_insts[i] for i in _live_positions(json_insts)):
+    for inst in (json_insts[i] for i in (_live_positions(json_insts) if live is None else live)):
         kind, inputs, attrs = inst[0], canonical(_plain(list(inst[1]))), inst[2]
         if kind == "Annotate" and attrs and attrs[0] == PARALLEL_ANN:
             inputs = inputs[:1]
@@ -534,13 +535,14 @@ class ScheduleSpace:
         """Rebuild a state from a trace's JSON (as `Trace.as_json()` or a record stores it)."""
         insts, decisions = trace_json[0], trace_json[1]
         end = next((i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
-        shape = _instruction_shape(insts[:end])
+        live = _live_positions(insts[:end])
+        shape = _instruction_shape(insts[:end], live)
         by_index = {int(i): v for i, v in decisions}
         for sk in self.sketches:
             if shape[: len(sk.shape)] != sk.shape:
                 continue
-            live = _live_positions(insts[:end])[: len(sk.shape)]  # the record's own positions of the sketch's instructions
-            values = [_py(by_index[i]) for i in live if insts[i][0].startswith("Sample")]
+            # the record's own positions of the sketch's instructions
+            values = [_py(by_index[i]) for i in live[: len(sk.shape)] if insts[i][0].startswith("Sample")]
             # the last value given to the root's parallel annotation: our override, or the
             # sketch's own instruction as MetaSchedule's MutateParallel rewrites it
             par = None
