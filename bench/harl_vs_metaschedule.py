@@ -41,6 +41,7 @@ import argparse
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -524,6 +525,13 @@ def git_describe() -> str | None:
     return out.stdout.strip() or None
 
 
+def host_cpu(target: Any) -> str:
+    """The measuring host's CPU as TVM targets it (`-mcpu`), e.g. "znver4". Sessions may run on
+    different machines, and a GEMM's best latency moved 2x between a znver5 and a znver4 host:
+    latencies compare only between runs on the same kind of CPU, ratios of a pair always."""
+    return str(target.attrs.get("mcpu", "")) or platform.machine()
+
+
 def broad_plan(half: str) -> list[dict[str, Any]]:
     """The operator cases of one half of the broad suite (network tasks are added when run, as
     they need task extraction). Selection: shape 1 of every te_workload family, 64 trials, seeds
@@ -736,6 +744,8 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     })
     summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
     target = make_target("llvm", num_cores=args.runner_cores)
+    if host_cpu(target) not in summary["setup"].setdefault("host_cpus", []):
+        summary["setup"]["host_cpus"].append(host_cpu(target))  # each pair says its own ("host_cpu")
     code = git_describe()
     plan = broad_plan(args.suite)
     networks: dict[str, Any] = {}
@@ -787,6 +797,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
                                 harl_first=(i + seed) % 2 == 0)
                 pair["seed"] = seed
                 pair["code"] = code  # the commit the pair ran on (a resumed half may span commits)
+                pair["host_cpu"] = host_cpu(target)  # ... and hosts
                 pair["ratios"] = run_ratios(pair)
                 entry["runs"].append(pair)
                 log(f"{case['key']} seed {seed}: HARL {_fmt(pair[HARL]['best_ms'], '.4f')} ms, "
@@ -845,6 +856,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     arms = summary.setdefault("ab", {}).setdefault(tag, {})
     broad = json.loads(Path(args.baseline).read_text()).get("cases", {}) if Path(args.baseline).exists() else {}
     target = make_target("llvm", num_cores=args.runner_cores)
+    host = host_cpu(target)
     plan = [c for c in broad_plan(args.suite) if not args.only or c["key"] in args.only]
     work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
     runner = None
@@ -870,8 +882,8 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                 runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,
                                          {"episode.elite_fraction": args.elite_starts, **opts}, label=f"harl_{label}")
                         for label, opts in order}
-                ms = next((r[MS]["best_ms"] for r in broad.get(case["key"], {}).get("runs", []) if r["seed"] == seed), None)
-                arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(),
+                ms = baseline_ms(broad, case["key"], seed, host)
+                arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(), "host_cpu": host,
                              "option_over_defaults": runs["option"]["best_ms"] / runs["defaults"]["best_ms"],
                              "over_ms": {label: runs[label]["best_ms"] / ms if ms else None for label in runs}}
                 print(f"[{time.strftime('%H:%M:%S')}] {tag} {key}: defaults {runs['defaults']['best_ms']:.4f} ms, "
@@ -883,6 +895,19 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
         if runner is not None:
             runner.close()
     return summary
+
+
+def baseline_ms(broad_cases: dict[str, Any], key: str, seed: int, host: str) -> float | None:
+    """MetaSchedule's best for an A/B case from the broad JSON, or None when it was measured on
+    another CPU (or one not recorded): absolute latencies do not carry across hosts."""
+    run = next((r for r in broad_cases.get(key, {}).get("runs", []) if r["seed"] == seed), None)
+    if run is None:
+        return None
+    if run.get("host_cpu") != host:
+        print(f"{key}@{seed}: the baseline's MetaSchedule best was measured on "
+              f"{run.get('host_cpu') or 'an unrecorded CPU'}, this host is {host}: over_ms left empty", flush=True)
+        return None
+    return run[MS]["best_ms"]
 
 
 def broad_table(summary: dict[str, Any]) -> Any:
