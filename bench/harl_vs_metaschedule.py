@@ -41,7 +41,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -525,13 +524,6 @@ def git_describe() -> str | None:
     return out.stdout.strip() or None
 
 
-def host_cpu(target: Any) -> str:
-    """The measuring host's CPU as TVM targets it (`-mcpu`), e.g. "znver4". Sessions may run on
-    different machines, and a GEMM's best latency moved 2x between a znver5 and a znver4 host:
-    latencies compare only between runs on the same kind of CPU, ratios of a pair always."""
-    return str(target.attrs.get("mcpu", "")) or platform.machine()
-
-
 def broad_plan(half: str) -> list[dict[str, Any]]:
     """The operator cases of one half of the broad suite (network tasks are added when run, as
     they need task extraction). Selection: shape 1 of every te_workload family, 64 trials, seeds
@@ -730,7 +722,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
     from hiertune.workloads import Workload, get_workload
-    from hiertune.workloads.tvm_support import make_target
+    from hiertune.workloads.tvm_support import host_cpu, make_target
 
     out_path = Path(args.out)
     summary: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {}
@@ -744,8 +736,8 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     })
     summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
     target = make_target("llvm", num_cores=args.runner_cores)
-    if host_cpu(target) not in summary["setup"].setdefault("host_cpus", []):
-        summary["setup"]["host_cpus"].append(host_cpu(target))  # each pair says its own ("host_cpu")
+    if host_cpu() not in summary["setup"].setdefault("host_cpus", []):
+        summary["setup"]["host_cpus"].append(host_cpu())  # each pair says its own ("host_cpu")
     code = git_describe()
     plan = broad_plan(args.suite)
     networks: dict[str, Any] = {}
@@ -797,7 +789,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
                                 harl_first=(i + seed) % 2 == 0)
                 pair["seed"] = seed
                 pair["code"] = code  # the commit the pair ran on (a resumed half may span commits)
-                pair["host_cpu"] = host_cpu(target)  # ... and hosts
+                pair["host_cpu"] = host_cpu()  # ... and hosts
                 pair["ratios"] = run_ratios(pair)
                 entry["runs"].append(pair)
                 log(f"{case['key']} seed {seed}: HARL {_fmt(pair[HARL]['best_ms'], '.4f')} ms, "
@@ -846,7 +838,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
     from hiertune.workloads import get_workload
-    from hiertune.workloads.tvm_support import make_target
+    from hiertune.workloads.tvm_support import host_cpu, make_target
 
     options = parse_space_options(args.space_option)
     tag = ",".join(f"{k}={v}" for k, v in options.items())
@@ -856,7 +848,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     arms = summary.setdefault("ab", {}).setdefault(tag, {})
     broad = json.loads(Path(args.baseline).read_text()).get("cases", {}) if Path(args.baseline).exists() else {}
     target = make_target("llvm", num_cores=args.runner_cores)
-    host = host_cpu(target)
+    host = host_cpu()
     plan = [c for c in broad_plan(args.suite) if not args.only or c["key"] in args.only]
     work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
     runner = None

@@ -50,6 +50,7 @@ from hiertune.solvers.ilp import (IlpConfig, PartitionError, build_model, evalua
 from hiertune.solvers.incilp import IncIlpConfig
 from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.zoo import load_zoo_graph, zoo_models
+from hiertune.workloads.tvm_support import host_cpu
 
 RESULTS = Path(__file__).parent / "results"
 LARGE_NODES = 700
@@ -175,7 +176,8 @@ def run_case(model: str, form: str, k: int, limit: float) -> dict[str, Any]:
                             "optimum": list(optimum) if optimum else None,
                             "fastest_exact": fastest, "fastest_exact_name": fastest_name,
                             "fastest_exact_is_time_to_target": not proven,
-                            "unproven": not proven, "incilp": {}, "pointer": pointer_plan(graph, k, optimum)}
+                            "unproven": not proven, "incilp": {}, "pointer": pointer_plan(graph, k, optimum),
+                            "host_cpu": host_cpu()}  # a speed-up holds only between runs on one kind of CPU
     incilp_variants(case, graph, limit, first)
     return case
 
@@ -207,11 +209,18 @@ def redo_incilp(doc: dict[str, Any], wanted: set[tuple[str, int]], form: str, li
     baseline proved (their baselines' times do not depend on Inc-ILP's plan, which was their
     target only until the optimum was proven), keep their baselines. An unproven case keeps its
     baselines too when the default start's new plan is the one they were timed to; otherwise it
-    is dropped to run again whole. Returns those. `save` writes the document after each case."""
+    is dropped to run again whole, as is a case whose baselines ran on another kind of CPU (or
+    one not recorded): sessions may land on different hosts, the exact baselines ran 2x slower
+    on one than on another, and a speed-up of times taken on two hosts means nothing. Returns
+    those. `save` writes the document after each case."""
     again = []
     for case in list(doc["cases"]):
         key = (case["model"], case["num_stages"])
         if key not in wanted:
+            continue
+        if case.get("host_cpu") != host_cpu():
+            doc["cases"].remove(case)
+            again.append(key)
             continue
         graph = _load(case["model"], case.get("form", form))
         prepare_graph(graph)

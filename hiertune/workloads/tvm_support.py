@@ -56,6 +56,15 @@ def prepare_tvm() -> None:
     _PREPARED = True
 
 
+def host_cpu() -> str:
+    """This host's CPU as LLVM names it (e.g. "znver4"): `make_target`'s default `mcpu`, and what a
+    benchmark stores beside its timings. Sessions may land on different machines, and a timing
+    compares only with one taken on the same kind of CPU (a ratio of two taken side by side does)."""
+    from tvm.target import codegen
+
+    return str(codegen.llvm_get_system_cpu())
+
+
 def make_target(spec: str | dict[str, Any], *, num_cores: int | None = None) -> Any:
     """A tvm Target from `llvm`, `cuda`, a JSON string or a dict; host CPU and cores filled in.
 
@@ -63,7 +72,6 @@ def make_target(spec: str | dict[str, Any], *, num_cores: int | None = None) -> 
     """
     prepare_tvm()
     import tvm
-    from tvm.target import codegen
 
     if isinstance(spec, str):
         text = spec.strip()
@@ -82,7 +90,7 @@ def make_target(spec: str | dict[str, Any], *, num_cores: int | None = None) -> 
     spec = dict(spec)
     kind = spec.get("kind")
     if kind == "llvm":
-        spec.setdefault("mcpu", codegen.llvm_get_system_cpu())
+        spec.setdefault("mcpu", host_cpu())
         spec.setdefault("num-cores", num_cores or os.cpu_count() or 1)
     elif kind == "cuda":  # MetaSchedule's GPU rules need the limits, not only the arch
         for key, value in (("arch", "sm_90"), ("max_threads_per_block", 1024),
