@@ -99,3 +99,14 @@ def test_retimed_ratios_sit_beside_the_search_time_ones(bench):
     assert s["cases_retimed"] == 2 and s["geomean_latency_ratio_256_retimed"] is None
     assert s["worst_latency_ratio_retimed"][0] == "SFM:1"
     assert s["families_lost_retimed"] == ["SFM"]
+
+
+def test_an_ab_arm_meets_the_stored_metaschedule_best_only_on_the_same_cpu(bench):
+    """Sessions land on different hosts (a GEMM's best moved 2x between two): an A/B arm's
+    `over_ms` uses a stored MetaSchedule best only when that pair ran on this kind of CPU."""
+    stored = {"GMM:1": {"runs": [_pair(bench, 0, [2.0, 1.0], [3.0, 1.5], [1.0, 2.0], [1.0, 2.0])]}}
+    assert bench.baseline_ms(stored, "GMM:1", 0, "znver4") is None  # pair without a recorded CPU
+    stored["GMM:1"]["runs"][0]["host_cpu"] = "znver5"
+    assert bench.baseline_ms(stored, "GMM:1", 0, "znver4") is None
+    assert bench.baseline_ms(stored, "GMM:1", 0, "znver5") == 1.5
+    assert bench.baseline_ms(stored, "GMM:1", 1, "znver5") is None  # no pair of that seed

@@ -24,6 +24,17 @@ def test_the_race_gives_later_runs_only_the_fastest_proof_so_far(load_bench):
     assert case["incilp"]["default"]["reached_optimum"]
     assert case["pointer"]["peak_gap_pct"] >= 0  # the net's own plan, against the proven optimum
 
+    # --redo-incilp keeps a case's baselines only when they ran on this kind of CPU
+    from hiertune.workloads.tvm_support import host_cpu
+
+    assert case["host_cpu"] == host_cpu()
+    kept = {"cases": [case]}
+    assert scale.redo_incilp(kept, {("mobilenetv2", 4)}, "tflite", 30.0, lambda: None) == []
+    assert kept["cases"][0]["baselines"] is case["baselines"] and kept["cases"][0]["incilp"]["default"]["reached_optimum"]
+    elsewhere = {"cases": [{**case, "host_cpu": "another-cpu"}]}
+    assert scale.redo_incilp(elsewhere, {("mobilenetv2", 4)}, "tflite", 30.0, lambda: None) == [("mobilenetv2", 4)]
+    assert elsewhere["cases"] == []  # dropped, to run again whole
+
 
 def test_a_hint_as_good_as_the_target_reaches_it_when_it_is_ready(load_bench):
     scale = load_bench("incilp_scale")
