@@ -517,6 +517,14 @@ NETWORK_TASK_KINDS = ("conv", "dense", "depthwise", "softmax", "layer_norm")
 MAX_NETWORK_TASKS = 12
 
 
+def broad_network_tasks(net: str, target: Any) -> list[Any]:
+    """The tuning tasks of one of `BROAD_NETWORKS`, extracted for `target`."""
+    from hiertune.workloads.models import load_model, model_workload
+
+    spec, options = BROAD_NETWORKS[net]
+    return model_workload(load_model(spec, **options), target).tasks
+
+
 def git_describe() -> str | None:
     """The commit a measurement ran on (a resumed half may span commits)."""
     out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -736,21 +744,20 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     })
     summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
     target = make_target("llvm", num_cores=args.runner_cores)
-    if host_cpu() not in summary["setup"].setdefault("host_cpus", []):
-        summary["setup"]["host_cpus"].append(host_cpu())  # each pair says its own ("host_cpu")
+    host = host_cpu()
+    if host not in summary["setup"].setdefault("host_cpus", []):
+        summary["setup"]["host_cpus"].append(host)  # each pair says its own ("host_cpu")
     code = git_describe()
     plan = broad_plan(args.suite)
     networks: dict[str, Any] = {}
     wanted_nets = {k.split("/")[0] for k in args.only or [] if "/" in k}  # --only NET/TASK builds NET alone
     if args.suite == BROAD_REPORT and (not args.only or wanted_nets):
         unavailable = summary.setdefault("networks_unavailable", {})
-        from hiertune.workloads.models import load_model, model_workload
-
-        for net, (spec, options) in BROAD_NETWORKS.items():
+        for net in BROAD_NETWORKS:
             if wanted_nets and net not in wanted_nets:
                 continue
             try:
-                networks[net] = model_workload(load_model(spec, **options), target).tasks
+                networks[net] = broad_network_tasks(net, target)
             except Exception as err:  # noqa: BLE001 - a network this checkout cannot build is reported, not fatal
                 unavailable[net] = str(err).splitlines()[0][:200]
                 continue
@@ -789,7 +796,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
                                 harl_first=(i + seed) % 2 == 0)
                 pair["seed"] = seed
                 pair["code"] = code  # the commit the pair ran on (a resumed half may span commits)
-                pair["host_cpu"] = host_cpu()  # ... and hosts
+                pair["host_cpu"] = host  # ... and hosts
                 pair["ratios"] = run_ratios(pair)
                 entry["runs"].append(pair)
                 log(f"{case['key']} seed {seed}: HARL {_fmt(pair[HARL]['best_ms'], '.4f')} ms, "

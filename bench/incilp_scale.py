@@ -213,12 +213,12 @@ def redo_incilp(doc: dict[str, Any], wanted: set[tuple[str, int]], form: str, li
     one not recorded): sessions may land on different hosts, the exact baselines ran 2x slower
     on one than on another, and a speed-up of times taken on two hosts means nothing. Returns
     those. `save` writes the document after each case."""
-    again = []
+    again, host = [], host_cpu()
     for case in list(doc["cases"]):
         key = (case["model"], case["num_stages"])
         if key not in wanted:
             continue
-        if case.get("host_cpu") != host_cpu():
+        if case.get("host_cpu") != host:
             doc["cases"].remove(case)
             again.append(key)
             continue

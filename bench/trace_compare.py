@@ -77,16 +77,14 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 def network_task(key: str, target: Any) -> Any:
     """A broad-report network task, NET/TASK (e.g. bert-2l/fused_matmul3_add4), built the way the
     broad suite builds it."""
-    from harl_vs_metaschedule import BROAD_NETWORKS
+    from harl_vs_metaschedule import BROAD_NETWORKS, broad_network_tasks
 
     from hiertune.errors import HiertuneError
-    from hiertune.workloads.models import load_model, model_workload
 
     net, name = key.split("/", 1)
     if net not in BROAD_NETWORKS:
         raise HiertuneError(f"network {net!r} is not one of the broad suite's ({', '.join(BROAD_NETWORKS)})")
-    spec, options = BROAD_NETWORKS[net]
-    tasks = model_workload(load_model(spec, **options), target).tasks
+    tasks = broad_network_tasks(net, target)
     for task in tasks:
         if task.name == name:
             return task
