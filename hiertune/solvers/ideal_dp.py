@@ -103,12 +103,15 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
     n = graph.num_nodes
     bits = bit_graph(graph)
     param, pred_mask, succ, made_bytes, read = bits.param, bits.pred_mask, bits.succ, bits.made_bytes, bits.reads
-    free_nodes = sorted(free) if free is not None else [v for v in range(n) if not base >> v & 1]
-    free_mask = sum(1 << v for v in free_nodes)
-    base_nodes = [v for v in range(n) if base >> v & 1] if base else []
-    base_cut = sum(nbytes for u in base_nodes for mask, nbytes in bits.makes[u] if mask & ~base)
+    outside_base = ~base
+    base_nodes = _members_of(base)
+    free_nodes = sorted(free) if free is not None else [v for v in range(n) if outside_base >> v & 1]
+    is_free = bytearray(n)
+    for v in free_nodes:
+        is_free[v] = 1
+    base_cut = sum(nbytes for u in base_nodes for mask, nbytes in bits.makes[u] if mask & outside_base)
     masks, weight, cut = [base], [sum(param[v] for v in base_nodes)], [base_cut]
-    ready: list[tuple[int, ...]] = [tuple(v for v in free_nodes if not pred_mask[v] & ~base)]
+    ready: list[tuple[int, ...]] = [tuple(v for v in free_nodes if not pred_mask[v] & outside_base)]
     children: list[list[tuple[int, int]]] = [[]]
     index: dict[int, int] = {base: 0}
     frontier = [0]
@@ -128,10 +131,14 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
                     index[child] = j
                     masks.append(child)
                     weight.append(weight[i] + param[v])
-                    done = sum(nbytes for mask, nbytes in read[v] if not mask & ~child)
+                    outside = ~child
+                    done = sum(nbytes for mask, nbytes in read[v] if not mask & outside)
                     cut.append(cut[i] + made_bytes[v] - done)
-                    grown = [w for w in succ[v] if free_mask >> w & 1 and not pred_mask[w] & ~child]
-                    ready.append(tuple(sorted({*(r for r in ready[i] if r != v), *grown})))
+                    # v's successors that v was the last free predecessor of become ready; none of
+                    # them was ready before (v was outside), so the tuple needs no de-duplication
+                    grown = [w for w in succ[v] if is_free[w] and not pred_mask[w] & outside]
+                    rest = tuple(r for r in ready[i] if r != v)
+                    ready.append(tuple(sorted(rest + tuple(grown))) if grown else rest)
                     children.append([])
                     nxt.append(j)
                 children[i].append((v, j))
@@ -139,6 +146,11 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
             raise IdealDpLimitError(f"the ideal DP of {graph.name!r} ran out of time building the lattice")
         frontier = nxt
     return IdealLattice(weight, cut, children, masks)
+
+
+def _members_of(mask: int) -> list[int]:
+    """The nodes of a bit mask, in increasing order (one pass over its binary digits)."""
+    return [v for v, digit in enumerate(reversed(bin(mask)[2:])) if digit == "1"] if mask > 0 else []
 
 
 def _fits_in_stages(lattice: IdealLattice, param: list[int], peak: int, num_stages: int) -> bool:
