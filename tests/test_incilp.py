@@ -11,6 +11,7 @@ from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
 from hiertune.errors import HiertuneError, ResourceUnavailableError
 from hiertune.solvers.baselines import exact_partition, libcoral_partition
 from hiertune.solvers.ilp import IlpConfig, check_partition, evaluate_partition
+from hiertune.solvers.ideal_dp import ideal_partition
 from hiertune.solvers.incilp import (
     WINDOW_KINDS,
     IncIlpConfig,
@@ -18,7 +19,9 @@ from hiertune.solvers.incilp import (
     inc_ilp,
     relaxation_window,
     window_allowed,
+    window_bounded,
 )
+from hiertune.solvers.order_split import refine_cuts
 from hiertune.solvers.zoo import load_zoo_graph
 
 ILP = IlpConfig(solver="cpsat", time_limit_s=60)
@@ -150,8 +153,8 @@ def test_best_initial_plan_keeps_the_better_of_pointer_and_libcoral():
 def test_rounds_recentre_the_window_and_never_get_worse():
     g = load_zoo_graph("densenet121")
     # the plain start (no exact cut placement, which alone reaches this optimum in one round)
-    one = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, ilp=ILP))
-    more = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, rounds=4, ilp=ILP))
+    one = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, widen=0, ilp=ILP))
+    more = inc_ilp(g, 5, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, rounds=4, widen=0, ilp=ILP))
     assert more.objectives[0] < one.objectives[0] and 2 <= more.rounds <= 4  # measured: 1.78 -> 1.58 MiB
     check_partition(g, more.stages, 5)
 
@@ -170,17 +173,52 @@ class _ExactScheduler:
 def test_auto_asks_for_a_second_start_only_after_a_slow_unproven_window():
     g = graph(2, 40)  # at gamma 1 libcoral's window misses the optimum's transfer objective
     exact = exact_partition(g, 4, ILP)
-    one = inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP))
+    one = inc_ilp(g, 4, IncIlpConfig(gamma=1, widen=0, ilp=ILP))
     assert one.objectives > exact.objectives and not all(one.proven)
     fast = _ExactScheduler()  # the default threshold: a window solved in milliseconds asks nobody
-    assert inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP), scheduler=fast).objectives == one.objectives
+    assert inc_ilp(g, 4, IncIlpConfig(gamma=1, widen=0, ilp=ILP), scheduler=fast).objectives == one.objectives
     assert fast.calls == 0
     slow = _ExactScheduler()  # a threshold of 0 s: every unproven window counts as slow
-    two = inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP, second_start_after_s=0), scheduler=slow)
+    two = inc_ilp(g, 4, IncIlpConfig(gamma=1, widen=0, ilp=ILP, second_start_after_s=0), scheduler=slow)
     assert slow.calls == 1 and two.objectives == exact.objectives
     assert two.initial_source == "pointer" and two.rounds >= 2
-    assert inc_ilp(g, 4, IncIlpConfig(gamma=1, ilp=ILP, second_start_after_s=math.inf),
+    assert inc_ilp(g, 4, IncIlpConfig(gamma=1, widen=0, ilp=ILP, second_start_after_s=math.inf),
                    scheduler=_Refusing()).objectives == one.objectives
+
+
+def test_a_window_that_bounded_the_solve_is_widened_until_it_reaches_the_optimum():
+    # a chain-like DAG whose optimum shifts boundaries further than gamma 2 from the exact-cut start
+    g = generate_dag(5, SyntheticDagConfig(num_nodes=200, branchy_prob=0.0))
+    optimum = ideal_partition(g, 8).objectives
+    narrow = inc_ilp(g, 8, IncIlpConfig(gamma=2, widen=0))  # the window by the ideal DP (auto)
+    assert narrow.objectives > optimum and narrow.widenings == 0 and narrow.gamma == 2
+    start = refine_cuts(g, narrow.initial_stages, 8)
+    assert window_bounded(g, start, narrow.stages, window_allowed(g, start, 8, 2))
+    wide = inc_ilp(g, 8, IncIlpConfig(gamma=2))
+    assert wide.objectives == optimum and 1 <= wide.widenings <= IncIlpConfig().widen
+    assert wide.gamma == 2 * 2**wide.widenings and wide.rounds == 1 + wide.widenings
+    check_partition(g, wide.stages, 8)
+
+
+def test_window_bounded_asks_whether_a_moved_node_borders_a_fixed_one():
+    g = graph(3, 12)
+    start = libcoral_partition(g, 3)
+    allowed = [{s} for s in start]
+    assert not window_bounded(g, start, start, allowed)  # nothing moved
+    v = next(v for v in range(g.num_nodes) if g.predecessors()[v] or g.successors()[v])
+    moved = list(start)
+    moved[v] = (start[v] + 1) % 3
+    assert window_bounded(g, start, moved, allowed)  # its neighbours are all fixed
+    allowed = [set(range(3)) for _ in start]
+    assert not window_bounded(g, start, moved, allowed)  # ... and here none is
+
+
+def test_real_networks_keep_their_single_window():
+    """On real graphs the optimum lies within gamma 10 of the exact-cut start: widening never
+    triggers, so it costs them only its test."""
+    for name, k in (("resnet50", 4), ("inceptionv3", 6), ("densenet121", 8)):
+        res = inc_ilp(load_zoo_graph(name, "tflite"), k, IncIlpConfig())
+        assert res.widenings == 0 and res.gamma == 10 and res.rounds == 1, name
 
 
 def test_solver_layer_imports_neither_torch_nor_ray_even_when_solving():

@@ -149,7 +149,7 @@ def test_partition_flags_take_their_defaults_from_incilp_config() -> None:
 
     args = build_parser("partition").parse_args(["partition", "--model", "vgg16"])
     config = IncIlpConfig()
-    assert (args.gamma, args.initial, args.window, args.rounds, not args.no_refine_cuts) == (
-        config.gamma, config.initial, config.window, config.rounds, config.refine_cuts)
+    assert (args.gamma, args.initial, args.window, args.rounds, args.widen, not args.no_refine_cuts) == (
+        config.gamma, config.initial, config.window, config.rounds, config.widen, config.refine_cuts)
     assert (args.solver, args.time_limit, args.threads, args.cache_mb * 1024**2) == (
         config.ilp.solver, config.ilp.time_limit_s, config.ilp.threads, config.ilp.cache_bytes)

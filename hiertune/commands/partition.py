@@ -63,6 +63,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         "own cuts (the paper) instead of placing them exactly along its order first")
     rounds, rounds_help = default("rounds")
     parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    widen, widen_help = default("widen")
+    parser.add_argument("--widen", type=int, default=widen, help=widen_help)
     second, second_help = default("second_start_after_s")
     parser.add_argument("--second-start-after", type=float, default=second, metavar="SECONDS", help=second_help)
     band, band_help = default("ilp.band_check_after_s")
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         raise HiertuneError(f"--stages must be at least 1 (got {args.stages})")
     if args.time_limit <= 0:
         raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
-    for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1),
+    for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1), ("--widen", args.widen, 0),
                                ("--cache-mb", args.cache_mb, 0), ("--second-start-after", args.second_start_after, 0),
                                ("--band-check-after", args.band_check_after, 0.01)):
         if value < least:
@@ -120,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         initial=args.initial,
         window=args.window,
         rounds=args.rounds,
+        widen=args.widen,
         second_start_after_s=args.second_start_after,
         refine_cuts=not args.no_refine_cuts,
         ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache,
@@ -146,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
     size = "ideals" if result.solver == "ideal-dp" else "variables"
     console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} window solve(s), {args.window} window {result.window_size}/"
                   f"{graph.num_nodes} nodes, {result.num_vars} {size}; initial plan {result.init_seconds:.2f} s")
+    if result.widenings:
+        console.print(f"the window bounded the solve: widened {result.widenings} time(s), to gamma {result.gamma:g}")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
     proven = dict(zip(("peak", "off-cache", "comm"), result.proven))
@@ -156,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         plan = plan_dict(
             graph, result.stages, args.stages, result.objectives,
-            gamma=None if math.isinf(args.gamma) else args.gamma, solver=result.solver,
+            gamma=None if math.isinf(args.gamma) else args.gamma, widened_to_gamma=None if math.isinf(result.gamma) else result.gamma,
+            solver=result.solver,
             optimal=result.optimal, solve_seconds=result.solve_seconds, window_size=result.window_size,
             cache_bytes=cache, initial_source=result.initial_source,
             initial_objectives=list(result.initial_objectives), libcoral_objectives=list(libcoral_obj),

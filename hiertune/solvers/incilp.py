@@ -19,6 +19,12 @@ re-opened: it may move across that boundary, to stage b or b+1 (`window="adjacen
 default), or to any stage its fixed neighbours allow (`window="any"`). gamma = inf re-opens
 everything to every stage: the exact ILP.
 
+A window can be too narrow: where the optimum shifts a stage boundary by more than gamma levels
+from the start (graphs with long parallel branches, many stages), the window's optimum stops at
+its edge. When a node that moved borders a node the window fixed, the window is solved again
+around the new plan with gamma doubled (`widen`), and doubled again while that improves the plan,
+as a large-neighbourhood search enlarges a neighbourhood that bounded its move.
+
 Levels are ASAP levels from the graph's main input, except for the nodes that input does not
 reach (weights given as separate source nodes, constants and their preprocessing): ASAP puts
 all of those at level 0, so one weight edge crossing a late boundary would stretch its window
@@ -70,6 +76,12 @@ class IncIlpConfig:
     """Where a re-opened node may go: across the boundaries whose window holds it (adjacent), or any stage its fixed neighbours allow (any: a larger model, the paper's)."""
     rounds: int = 1
     """Re-centre the window on the new plan and solve again while the objectives improve, up to this many times (the paper: 1)."""
+    widen: int = 3
+    """When the window bounded the solve (a node that moved borders a node the window fixed: it may
+    have wanted to go further), solve again around the new plan with gamma doubled, and again while
+    that improves the plan, up to this many times. Real networks' optima lie within gamma 10 of the exact-cut start
+    and never trigger it; graphs whose stage boundaries must shift further (long parallel branches,
+    many stages) widen until the window holds them. 0: one width only (the paper)."""
     second_start_after_s: float = 10.0
     """auto only: when the window's solve took longer than this many seconds and its plan is not
     proven globally optimal by the bounds, also ask the pre-scheduler (when one is given) for a
@@ -94,7 +106,7 @@ class IncIlpResult:
     solver: str  # the method that solved the window: ideal-dp, cpsat, gurobi, highs
     window_size: int  # re-opened nodes
     num_nodes: int
-    gamma: float
+    gamma: float  # the window's final half-width (config.gamma, doubled per widening)
     initial_source: str  # where the initial plan came from: libcoral, given, pointer
     initial_stages: list[int]
     initial_objectives: Objectives  # the RL-only plan's objectives
@@ -105,6 +117,7 @@ class IncIlpResult:
     init_cpu_seconds: float = 0.0
     rounds: int = 1  # window solves done
     lower_bounds: Objectives = (0, 0, 0)  # global bounds no plan beats (certify.global_lower_bounds)
+    widenings: int = 0  # times the window was widened (IncIlpConfig.widen)
 
     @property
     def proven(self) -> tuple[bool, bool, bool]:
@@ -278,7 +291,7 @@ def inc_ilp(
         solver=result.solver,
         window_size=run.window_size,
         num_nodes=graph.num_nodes,
-        gamma=config.gamma,
+        gamma=run.gamma,
         initial_source=source,
         initial_stages=init,
         initial_objectives=evaluate_partition(graph, init, num_stages, cache),
@@ -289,6 +302,7 @@ def inc_ilp(
         init_cpu_seconds=init_cpu,
         rounds=run.rounds,
         lower_bounds=lower,
+        widenings=run.widenings,
     )
 
 
@@ -306,6 +320,8 @@ class _WindowRuns:
     cpu_seconds: float
     window_size: int
     rounds: int
+    gamma: float  # the widest window solved
+    widenings: int
 
     def merged(self, other: _WindowRuns) -> _WindowRuns:
         """Both runs' costs; the better plan (the first on a tie)."""
@@ -315,24 +331,46 @@ class _WindowRuns:
             cpu_seconds=self.cpu_seconds + other.cpu_seconds,
             window_size=max(self.window_size, other.window_size),
             rounds=self.rounds + other.rounds,
+            gamma=max(self.gamma, other.gamma),
+            widenings=self.widenings + other.widenings,
         )
 
 
 def _solve_windows(graph: OpGraph, num_stages: int, config: IncIlpConfig, plan: list[int]) -> _WindowRuns:
     """The window around `plan` solved exactly, re-centred on each better plan for up to
-    `config.rounds` solves."""
+    `config.rounds` solves per width, then widened (gamma doubled) where the window bounded the
+    solve, and again while widening improves the plan, up to `config.widen` times."""
     seconds = cpu = 0.0
-    window_size = rounds = 0
+    window_size = rounds = widenings = solves_at_width = 0
+    gamma = config.gamma
     best: PartitionResult | None = None
-    while rounds < max(config.rounds, 1):
-        allowed = window_allowed(graph, plan, num_stages, config.gamma, config.window)
+    while True:
+        allowed = window_allowed(graph, plan, num_stages, gamma, config.window)
         result = solve_partition(graph, num_stages, config.ilp, allowed=allowed, hint=plan)
         rounds += 1
+        solves_at_width += 1
         seconds += result.solve_seconds
         cpu += result.cpu_seconds
         window_size = max(window_size, sum(1 for a in allowed if len(a) > 1))
         if best is not None and result.key >= best.key:  # in the configured objective order
-            break  # re-centring the window found nothing better
-        best, plan = result, result.stages
+            break  # re-centring or widening the window found nothing better
+        best, start, plan = result, plan, result.stages
+        if solves_at_width < max(config.rounds, 1):
+            continue  # re-centre at the same width
+        # widen where the window bounded the solve, and again while widening pays
+        if (widenings < config.widen and not math.isinf(gamma)
+                and (widenings > 0 or window_bounded(graph, start, plan, allowed))):
+            gamma, widenings, solves_at_width = 2 * gamma, widenings + 1, 0
+            continue
+        break
     assert best is not None
-    return _WindowRuns(best, seconds, cpu, window_size, rounds)
+    return _WindowRuns(best, seconds, cpu, window_size, rounds, gamma, widenings)
+
+
+def window_bounded(graph: OpGraph, start: list[int], plan: list[int], allowed: list[set[int]]) -> bool:
+    """Did the window bound the solve? True when a node that moved from `start` borders a node the
+    window fixed (one allowed stage): that neighbour might have moved along, had it been open. The
+    standard test of large-neighbourhood search for a neighbourhood worth enlarging."""
+    pred, succ = graph.predecessors(), graph.successors()
+    moved = [v for v, (before, after) in enumerate(zip(start, plan)) if before != after]
+    return any(len(allowed[u]) == 1 for v in moved for u in (*pred[v], *succ[v]))
