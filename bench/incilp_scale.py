@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
+from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
 from hiertune.platform.solver_actor import pointer_inc_ilp
 from hiertune.plotting import pyplot, save_figure
 from hiertune.policies.pointer_net import PointerScheduler, default_scheduler, load_scheduler
@@ -59,6 +60,7 @@ TRIVIAL_EXACT_S = 0.05  # zoo cases whose exact solve is faster count as speed-u
 WIDER_GAMMAS = (20, 40, 80)
 # the graphs of today's sizes (bench/zoo/make_zoo.py); the rest of the zoo is the paper-era 14
 NEW_GRAPHS = ("efficientnetb7", "efficientnetv2s", "convnexttiny", "nasnetlarge", "vit_b16", "bert_base")
+SYNTHETIC = "synthetic:"
 
 
 def default_cases(form: str, largest: int, many_stages: list[int]) -> list[tuple[str, int]]:
@@ -69,7 +71,21 @@ def default_cases(form: str, largest: int, many_stages: list[int]) -> list[tuple
 
 
 def _load(model: str, form: str):
+    if model.startswith(SYNTHETIC):
+        return synthetic_graph(model)
     return load_zoo_graph(model, form) if model in zoo_models(form) else load_graph(model, form)
+
+
+def synthetic_graph(name: str):
+    """`synthetic:KIND:NODES:SEED` (KIND chain or branchy): a seeded random DAG of the pointer
+    net's generator at today's sizes, a graph no setting was chosen on (the held-out check)."""
+    try:
+        _, kind, nodes, seed = name.split(":")
+        branchy = {"chain": 0.0, "branchy": 1.0}[kind]
+        return generate_dag(int(seed), SyntheticDagConfig(num_nodes=int(nodes), branchy_prob=branchy))
+    except (ValueError, KeyError):
+        raise SystemExit(f"{name!r}: a synthetic graph is synthetic:chain|branchy:NODES:SEED, "
+                         "e.g. synthetic:chain:1000:11") from None
 
 
 def _incilp(graph, k: int, gamma: float, initial: str, limit: float) -> dict[str, Any]:
@@ -87,7 +103,8 @@ def _incilp_run(graph, k: int, gamma: float, initial: str, limit: float, threads
     return {"gamma": gamma, "workers": threads, "seconds": time.perf_counter() - t0, "init_seconds": res.init_seconds,
             "window_seconds": res.solve_seconds, "objectives": list(res.objectives),
             "window_solver": res.solver, "initial_source": res.initial_source, "initial_objectives": list(res.initial_objectives),
-            "window_size": res.window_size, "window_optimal": res.optimal, "proven_by_bounds": list(res.proven)}
+            "window_size": res.window_size, "window_optimal": res.optimal, "proven_by_bounds": list(res.proven),
+            "widened_to_gamma": res.gamma, "widenings": res.widenings}
 
 
 def _baseline(graph, k: int, solver: str, threads: int, limit: float, hinted: bool,
@@ -171,7 +188,7 @@ def run_case(model: str, form: str, k: int, limit: float) -> dict[str, Any]:
         fastest_name = min(reached, key=reached.__getitem__) if reached else None
         fastest = reached[fastest_name] if reached else limit
     case: dict[str, Any] = {"model": model, "form": form, "num_stages": k,
-                            "group": "new" if model in NEW_GRAPHS else "zoo", "num_nodes": graph.num_nodes,
+                            "group": _group(model), "num_nodes": graph.num_nodes,
                             "num_edges": len(graph.edges), "baselines": baselines,
                             "optimum": list(optimum) if optimum else None,
                             "fastest_exact": fastest, "fastest_exact_name": fastest_name,
@@ -180,6 +197,10 @@ def run_case(model: str, form: str, k: int, limit: float) -> dict[str, Any]:
                             "host_cpu": host_cpu()}  # a speed-up holds only between runs on one kind of CPU
     incilp_variants(case, graph, limit, first)
     return case
+
+
+def _group(model: str) -> str:
+    return "new" if model in NEW_GRAPHS else "synthetic" if model.startswith(SYNTHETIC) else "zoo"
 
 
 def incilp_variants(case: dict[str, Any], graph, limit: float, first: dict[str, Any] | None = None) -> None:
