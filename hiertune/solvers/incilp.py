@@ -21,7 +21,8 @@ everything to every stage: the exact ILP.
 
 A window can be too narrow: where the optimum shifts a stage boundary by more than gamma levels
 from the start (graphs with long parallel branches, many stages), the window's optimum stops at
-its edge. When a node that moved borders a node the window fixed, the window is solved again
+its edge. When the window bounded the solve (`window_bounded`: a node that moved borders a node the
+window fixed, or a cut edge's ends were kept from sharing a stage), the window is solved again
 around the new plan with gamma doubled (`widen`), and doubled again while that improves the plan,
 as a large-neighbourhood search enlarges a neighbourhood that bounded its move.
 
@@ -77,11 +78,11 @@ class IncIlpConfig:
     rounds: int = 1
     """Re-centre the window on the new plan and solve again while the objectives improve, up to this many times (the paper: 1)."""
     widen: int = 3
-    """When the window bounded the solve (a node that moved borders a node the window fixed: it may
-    have wanted to go further), solve again around the new plan with gamma doubled, and again while
-    that improves the plan, up to this many times. Real networks' optima lie within gamma 10 of the exact-cut start
-    and never trigger it; graphs whose stage boundaries must shift further (long parallel branches,
-    many stages) widen until the window holds them. 0: one width only (the paper)."""
+    """When the window bounded the solve (`window_bounded`: a node that moved borders a node the
+    window fixed, or a cut edge's ends could not share a stage), solve again around the new plan
+    with gamma doubled, and again while that improves the plan, up to this many times. Graphs whose
+    stage boundaries must shift further than gamma (long parallel branches, many stages) widen until
+    the window holds them; most real networks' windows never trigger it. 0: one width only (the paper)."""
     second_start_after_s: float = 10.0
     """auto only: when the window's solve took longer than this many seconds and its plan is not
     proven globally optimal by the bounds, also ask the pre-scheduler (when one is given) for a
@@ -368,9 +369,16 @@ def _solve_windows(graph: OpGraph, num_stages: int, config: IncIlpConfig, plan: 
 
 
 def window_bounded(graph: OpGraph, start: list[int], plan: list[int], allowed: list[set[int]]) -> bool:
-    """Did the window bound the solve? True when a node that moved from `start` borders a node the
-    window fixed (one allowed stage): that neighbour might have moved along, had it been open. The
-    standard test of large-neighbourhood search for a neighbourhood worth enlarging."""
+    """Did the window bound the solve? The standard test of large-neighbourhood search for a
+    neighbourhood worth enlarging: is one of its border constraints tight on the solution? True
+    when a node that moved from `start` borders a node the window fixed (one allowed stage: it might
+    have moved along, had it been open), or when an edge of `plan` crosses stages whose ends the
+    window kept apart (one end may not enter the other's stage): where that edge is cut, and so what
+    each side holds and sends, was set by the window, not by the objectives. A node whose ASAP level
+    lies far before where it is consumed is windowed by the early level and can be pinned so."""
     pred, succ = graph.predecessors(), graph.successors()
     moved = [v for v, (before, after) in enumerate(zip(start, plan)) if before != after]
-    return any(len(allowed[u]) == 1 for v in moved for u in (*pred[v], *succ[v]))
+    if any(len(allowed[u]) == 1 for v in moved for u in (*pred[v], *succ[v])):
+        return True
+    return any(plan[e.src] != plan[e.dst] and (plan[e.dst] not in allowed[e.src] or plan[e.src] not in allowed[e.dst])
+               for e in graph.edges)
