@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} window solve(s), {args.window} window {result.window_size}/"
                   f"{graph.num_nodes} nodes, {result.num_vars} {size}; initial plan {result.init_seconds:.2f} s")
     if result.widenings:
-        console.print(f"the window bounded the solve: widened {result.widenings} time(s), to gamma {result.gamma:g}")
+        console.print(f"the window bounded the solve: widened {result.widenings} time(s) in all, the widest to gamma {result.gamma:g}")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
     proven = dict(zip(("peak", "off-cache", "comm"), result.proven))

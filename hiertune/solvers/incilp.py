@@ -107,7 +107,7 @@ class IncIlpResult:
     solver: str  # the method that solved the window: ideal-dp, cpsat, gurobi, highs
     window_size: int  # re-opened nodes
     num_nodes: int
-    gamma: float  # the window's final half-width (config.gamma, doubled per widening)
+    gamma: float  # the widest window's half-width (config.gamma, doubled per widening of one start's window)
     initial_source: str  # where the initial plan came from: libcoral, given, pointer
     initial_stages: list[int]
     initial_objectives: Objectives  # the RL-only plan's objectives
