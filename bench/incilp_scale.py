@@ -104,7 +104,7 @@ def _incilp_run(graph, k: int, gamma: float, initial: str, limit: float, threads
             "window_seconds": res.solve_seconds, "objectives": list(res.objectives),
             "window_solver": res.solver, "initial_source": res.initial_source, "initial_objectives": list(res.initial_objectives),
             "window_size": res.window_size, "window_optimal": res.optimal, "proven_by_bounds": list(res.proven),
-            "widened_to_gamma": res.gamma, "widenings": res.widenings}
+            "widened_to_gamma": res.gamma, "widenings": res.widenings, "recuts": res.recuts}
 
 
 def _baseline(graph, k: int, solver: str, threads: int, limit: float, hinted: bool,

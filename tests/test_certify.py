@@ -24,6 +24,15 @@ def test_global_bounds_never_exceed_the_optimum(seed):
             assert all(b <= o for b, o in zip(bounds, exact.objectives))
 
 
+def test_a_node_larger_than_the_cache_bounds_the_off_cache_total():
+    # the 100-byte node spills 60 bytes over a 40-byte cache wherever it goes, though 3 caches
+    # hold more than the 130 bytes in all
+    nodes = [OpNode("big", "X", 100), OpNode("a", "X", 20), OpNode("b", "X", 10)]
+    g = OpGraph("one_big", nodes, [Edge(0, 1, 5), Edge(1, 2, 5)])
+    assert global_lower_bounds(g, 3, 40)[1] == 60
+    assert solve_partition(g, 3, IlpConfig(solver="cpsat", cache_bytes=40)).objectives[1] == 60
+
+
 def test_a_plan_meeting_every_bound_is_proven_without_a_solve():
     # two independent chains of equal weight: 2 stages split them with nothing crossing
     nodes = [OpNode(f"n{i}", "X", 10) for i in range(6)]

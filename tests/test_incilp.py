@@ -200,6 +200,19 @@ def test_a_window_that_bounded_the_solve_is_widened_until_it_reaches_the_optimum
     check_partition(g, wide.stages, 8)
 
 
+def test_recut_escapes_where_the_window_alone_stops():
+    """The window's optimum need not be the best split of its own new order: placing the cuts
+    exactly along it and solving the window again reaches the optimum here (8 % lower peak), where
+    the window alone stops without a border constraint being tight (so widening never fires)."""
+    g = generate_dag(5, SyntheticDagConfig(num_nodes=150, branchy_prob=0.0))
+    optimum = ideal_partition(g, 8).objectives
+    alone = inc_ilp(g, 8, IncIlpConfig(gamma=2, recut=0))
+    assert alone.objectives > optimum and alone.widenings == 0
+    both = inc_ilp(g, 8, IncIlpConfig(gamma=2))
+    assert both.objectives == optimum and both.widenings == 0 and both.rounds >= 2
+    check_partition(g, both.stages, 8)
+
+
 def test_window_bounded_asks_whether_the_window_held_the_plan_back():
     g = graph(3, 12)
     start = libcoral_partition(g, 3)

@@ -12,7 +12,8 @@ from hiertune.solvers.baselines import exact_partition, libcoral_partition
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.ilp import IlpConfig, PartitionError, check_partition, evaluate_partition
 from hiertune.solvers.incilp import IncIlpConfig, inc_ilp
-from hiertune.solvers.order_split import plan_order, refine_cuts, split_order
+from hiertune.solvers.certify import global_lower_bounds
+from hiertune.solvers.order_split import can_beat, plan_order, refine_cuts, split_order
 from hiertune.solvers.zoo import load_zoo_graph
 
 ILP = IlpConfig(solver="cpsat", time_limit_s=60)
@@ -72,6 +73,24 @@ def test_inc_ilp_refines_by_default_and_reaches_the_optimum():
     assert res.objectives == exact.objectives
     plain = inc_ilp(g, 4, IncIlpConfig(gamma=10, initial="libcoral", refine_cuts=False, ilp=ILP))
     assert plain.refined_objectives is None
+
+
+@pytest.mark.parametrize("cache", [SMALL_CACHE, 10**12])
+def test_can_beat_says_no_only_when_no_split_of_the_order_beats_the_plan(cache):
+    """The cheap test before the DP: never "no" where the DP finds a better split, and "no" on the
+    DP's own best (nothing beats the best split of an order)."""
+    said_no = 0
+    for seed in range(6):
+        g = generate_dag(seed, SyntheticDagConfig(num_nodes=60))
+        for k in (2, 4, 6):
+            floor = global_lower_bounds(g, k, cache)[1]
+            for plan in (libcoral_partition(g, k), refine_cuts(g, libcoral_partition(g, k), k, cache)):
+                order, current = plan_order(g, plan), evaluate_partition(g, plan, k, cache)
+                better = evaluate_partition(g, split_order(g, order, k, cache), k, cache) < current
+                if not can_beat(g, order, k, current, floor):
+                    assert not better, (seed, k)
+                    said_no += 1
+    assert said_no > 0  # it does spare the DP
 
 
 def test_bad_order_and_stage_count_are_clear_errors():

@@ -65,6 +65,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
     widen, widen_help = default("widen")
     parser.add_argument("--widen", type=int, default=widen, help=widen_help)
+    recut, recut_help = default("recut")
+    parser.add_argument("--recut", type=int, default=recut, help=recut_help)
     second, second_help = default("second_start_after_s")
     parser.add_argument("--second-start-after", type=float, default=second, metavar="SECONDS", help=second_help)
     band, band_help = default("ilp.band_check_after_s")
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.time_limit <= 0:
         raise HiertuneError(f"--time-limit must be positive (got {args.time_limit})")
     for flag, value, least in (("--threads", args.threads, 1), ("--rounds", args.rounds, 1), ("--widen", args.widen, 0),
+                               ("--recut", args.recut, 0),
                                ("--cache-mb", args.cache_mb, 0), ("--second-start-after", args.second_start_after, 0),
                                ("--band-check-after", args.band_check_after, 0.01)):
         if value < least:
@@ -123,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         window=args.window,
         rounds=args.rounds,
         widen=args.widen,
+        recut=args.recut,
         second_start_after_s=args.second_start_after,
         refine_cuts=not args.no_refine_cuts,
         ilp=IlpConfig(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads, cache_bytes=cache,
@@ -151,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
                   f"{graph.num_nodes} nodes, {result.num_vars} {size}; initial plan {result.init_seconds:.2f} s")
     if result.widenings:
         console.print(f"the window bounded the solve: widened {result.widenings} time(s) in all, the widest to gamma {result.gamma:g}")
+    if result.recuts:
+        console.print(f"exact cuts along the window's plan beat it {result.recuts} time(s); the window was solved again from there")
     if result.fallback:
         console.print(f"[yellow]note:[/] {result.fallback}")
     proven = dict(zip(("peak", "off-cache", "comm"), result.proven))
@@ -162,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_dict(
             graph, result.stages, args.stages, result.objectives,
             gamma=None if math.isinf(args.gamma) else args.gamma, widened_to_gamma=None if math.isinf(result.gamma) else result.gamma,
+            recuts=result.recuts,
             solver=result.solver,
             optimal=result.optimal, solve_seconds=result.solve_seconds, window_size=result.window_size,
             cache_bytes=cache, initial_source=result.initial_source,

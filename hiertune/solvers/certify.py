@@ -3,7 +3,8 @@
 An Inc-ILP window is optimal only within the window. Two ways to know more:
 
 * `global_lower_bounds` (O(|V|), always): the peak is at least the largest node and the even
-  split, the off-cache total at least what K caches cannot hold. A plan meeting a bound is proven optimal on that objective; all three give a global
+  split, the off-cache total at least what K caches cannot hold and at least each node's excess
+  over one cache. A plan meeting a bound is proven optimal on that objective; all three give a global
   proof with no solve. The transfer bound is 0 (some plan may cut where nothing crosses), so
   this rarely proves the third objective.
 * `prove` (on request): the whole model solved with the plan as a complete start (CP-SAT hint,
@@ -24,7 +25,9 @@ def global_lower_bounds(graph: OpGraph, num_stages: int, cache_bytes: int) -> Ob
     """Per objective, a value no K-stage plan of `graph` beats (see the module docstring)."""
     param = [v.param_bytes for v in graph.nodes]
     total = sum(param)
-    return max(max(param), -(-total // num_stages)), max(0, total - num_stages * cache_bytes), 0
+    beyond_cache = sum(p - cache_bytes for p in param if p > cache_bytes)  # a node larger than a
+    # cache spills at least its excess wherever it goes (a stage's spill is at least the sum of its nodes')
+    return (max(max(param), -(-total // num_stages)), max(total - num_stages * cache_bytes, beyond_cache, 0), 0)
 
 
 def proven_by_bounds(objectives: Objectives, bounds: Objectives) -> tuple[bool, bool, bool]:

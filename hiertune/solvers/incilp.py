@@ -26,6 +26,12 @@ window fixed, or a cut edge's ends were kept from sharing a stage), the window i
 around the new plan with gamma doubled (`widen`), and doubled again while that improves the plan,
 as a large-neighbourhood search enlarges a neighbourhood that bounded its move.
 
+The window and the start's exact cut placement search different neighbourhoods, so they are
+alternated (`recut`): the window's plan has a new node order, its cuts are placed exactly along
+that order, and where that beats the plan the window is solved again from there. A boundary
+whose optimum lies far from the start, with no border constraint of the window tight, is then
+one cut move away.
+
 Levels are ASAP levels from the graph's main input, except for the nodes that input does not
 reach (weights given as separate source nodes, constants and their preprocessing): ASAP puts
 all of those at level 0, so one weight edge crossing a late boundary would stretch its window
@@ -43,14 +49,16 @@ from typing import Protocol
 from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
 from hiertune.solvers.certify import global_lower_bounds, proven_by_bounds
-from hiertune.solvers.order_split import refine_cuts
+from hiertune.solvers.order_split import can_beat, plan_order, refine_cuts, split_order
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
     EDGE_TPU_CACHE_BYTES,
+    PAPER_OBJECTIVES,
     IlpConfig,
     Objectives,
     PartitionResult,
     check_partition,
+    evaluate_objectives,
     evaluate_partition,
     solve_partition,
 )
@@ -83,6 +91,17 @@ class IncIlpConfig:
     with gamma doubled, and again while that improves the plan, up to this many times. Graphs whose
     stage boundaries must shift further than gamma (long parallel branches, many stages) widen until
     the window holds them; most real networks' windows never trigger it. 0: one width only (the paper)."""
+    recut: int = 3
+    """After the window (and its widenings), place the plan's cuts exactly along the plan's new
+    node order (`order_split.refine_cuts`, as for the start) and, when that beats the plan, solve
+    the window again from there; up to this many times. The window and the cut DP search
+    different neighbourhoods (the nodes near each boundary, in levels; every cut position along
+    one order, far or near), so alternating them escapes where either one alone stops, as a
+    variable-neighbourhood descent does: on graphs whose optimum shifts a boundary far from the
+    start without a border constraint of the window being tight, the window's new order makes the
+    shift one cut move. Where it finds nothing it costs a test of under a millisecond
+    (`order_split.can_beat`) and, when that cannot rule a better split out, one cut placement.
+    Needs refine_cuts. 0: the window only."""
     second_start_after_s: float = 10.0
     """auto only: when the window's solve took longer than this many seconds and its plan is not
     proven globally optimal by the bounds, also ask the pre-scheduler (when one is given) for a
@@ -119,6 +138,7 @@ class IncIlpResult:
     rounds: int = 1  # window solves done
     lower_bounds: Objectives = (0, 0, 0)  # global bounds no plan beats (certify.global_lower_bounds)
     widenings: int = 0  # times the window was widened (IncIlpConfig.widen)
+    recuts: int = 0  # times exact cuts along the window's plan beat it (IncIlpConfig.recut)
 
     @property
     def proven(self) -> tuple[bool, bool, bool]:
@@ -304,6 +324,7 @@ def inc_ilp(
         rounds=run.rounds,
         lower_bounds=lower,
         widenings=run.widenings,
+        recuts=run.recuts,
     )
 
 
@@ -323,6 +344,7 @@ class _WindowRuns:
     rounds: int
     gamma: float  # the widest window solved
     widenings: int
+    recuts: int = 0  # cut placements that beat the window's plan
 
     def merged(self, other: _WindowRuns) -> _WindowRuns:
         """Both runs' costs; the better plan (the first on a tie)."""
@@ -334,16 +356,41 @@ class _WindowRuns:
             rounds=self.rounds + other.rounds,
             gamma=max(self.gamma, other.gamma),
             widenings=self.widenings + other.widenings,
+            recuts=self.recuts + other.recuts,
         )
 
 
 def _solve_windows(graph: OpGraph, num_stages: int, config: IncIlpConfig, plan: list[int]) -> _WindowRuns:
+    """The window descent from `plan` (`_window_descent`), then, up to `config.recut` times, the
+    cuts of its plan placed exactly along the plan's new order and, where that beats it, the
+    window descent again from there, at the width already reached."""
+    cache, objectives = config.ilp.cache_bytes, config.ilp.objectives
+    off_floor = global_lower_bounds(graph, num_stages, cache)[1]
+    runs = _window_descent(graph, num_stages, config, plan, config.gamma)
+    for _ in range(config.recut if config.refine_cuts else 0):
+        t0, c0 = time.perf_counter(), time.process_time()
+        order = plan_order(graph, runs.result.stages)
+        # the cheap test first: on most graphs the window's plan is already the best of its order
+        better = False
+        if tuple(objectives) != PAPER_OBJECTIVES or can_beat(graph, order, num_stages, runs.result.objectives, off_floor):
+            recut = split_order(graph, order, num_stages, cache)
+            better = evaluate_objectives(graph, recut, num_stages, cache, objectives) < runs.result.key
+        runs.seconds += time.perf_counter() - t0
+        runs.cpu_seconds += time.process_time() - c0
+        if not better:
+            break
+        runs = runs.merged(_window_descent(graph, num_stages, config, recut, runs.gamma))
+        runs.recuts += 1
+    return runs
+
+
+def _window_descent(graph: OpGraph, num_stages: int, config: IncIlpConfig, plan: list[int],
+                    gamma: float) -> _WindowRuns:
     """The window around `plan` solved exactly, re-centred on each better plan for up to
     `config.rounds` solves per width, then widened (gamma doubled) where the window bounded the
     solve, and again while widening improves the plan, up to `config.widen` times."""
     seconds = cpu = 0.0
     window_size = rounds = widenings = solves_at_width = 0
-    gamma = config.gamma
     best: PartitionResult | None = None
     while True:
         allowed = window_allowed(graph, plan, num_stages, gamma, config.window)
