@@ -88,6 +88,19 @@ def test_partition_command_writes_plan_and_png(tmp_path, capsys):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_partition_command_reports_the_recut_and_checks_its_flag(tmp_path, capsys):
+    from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
+
+    model, out = tmp_path / "chain.json", tmp_path / "plan.json"
+    generate_dag(5, SyntheticDagConfig(num_nodes=150, branchy_prob=0.0)).save_json(model)  # see test_incilp
+    assert main(["partition", "--model", str(model), "--stages", "8", "--gamma", "2", "--no-ray",
+                 "--out", str(out)]) == 0
+    assert "exact cuts along the window's plan beat it" in capsys.readouterr().out
+    assert json.loads(out.read_text())["recuts"] >= 1
+    assert main(["partition", "--model", str(model), "--stages", "8", "--recut", "-1", "--no-ray"]) == 2
+    assert "--recut must be at least 0" in capsys.readouterr().err
+
+
 def test_partition_command_bad_input_is_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.tflite"
     bad.write_bytes(b"nope")
