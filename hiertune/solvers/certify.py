@@ -25,8 +25,9 @@ def global_lower_bounds(graph: OpGraph, num_stages: int, cache_bytes: int) -> Ob
     """Per objective, a value no K-stage plan of `graph` beats (see the module docstring)."""
     param = [v.param_bytes for v in graph.nodes]
     total = sum(param)
-    beyond_cache = sum(p - cache_bytes for p in param if p > cache_bytes)  # a node larger than a
-    # cache spills at least its excess wherever it goes (a stage's spill is at least the sum of its nodes')
+    # a node larger than a cache spills at least its excess wherever it goes, and a stage spills
+    # at least the sum of its nodes' excesses
+    beyond_cache = sum(p - cache_bytes for p in param if p > cache_bytes)
     return (max(max(param), -(-total // num_stages)), max(total - num_stages * cache_bytes, beyond_cache, 0), 0)
 
 

@@ -287,8 +287,8 @@ def inc_ilp(
     init, plan, source = starts[chosen]
     init_seconds, init_cpu = time.perf_counter() - t0, time.process_time() - c0
     start_key = keys[chosen] if keys else evaluate_partition(graph, plan, num_stages, cache)  # not timed: a report
-    run = _solve_windows(graph, num_stages, config, plan)
     lower = global_lower_bounds(graph, num_stages, cache)
+    run = _solve_windows(graph, num_stages, config, plan, lower)
     if (config.initial == "auto" and scheduler is not None and run.seconds > config.second_start_after_s
             and not all(proven_by_bounds(run.result.objectives, lower))):
         t1, c1 = time.perf_counter(), time.process_time()
@@ -298,7 +298,7 @@ def inc_ilp(
         init_seconds += time.perf_counter() - t1
         init_cpu += time.process_time() - c1
         if second_key < start_key:  # ranked as the starts of `best` are
-            other = _solve_windows(graph, num_stages, config, second_plan)
+            other = _solve_windows(graph, num_stages, config, second_plan, lower)
             run = run.merged(other)
             if run.result is other.result:
                 init, source, start_key = second, "pointer", second_key
@@ -360,19 +360,20 @@ class _WindowRuns:
         )
 
 
-def _solve_windows(graph: OpGraph, num_stages: int, config: IncIlpConfig, plan: list[int]) -> _WindowRuns:
+def _solve_windows(graph: OpGraph, num_stages: int, config: IncIlpConfig, plan: list[int],
+                   lower: Objectives) -> _WindowRuns:
     """The window descent from `plan` (`_window_descent`), then, up to `config.recut` times, the
     cuts of its plan placed exactly along the plan's new order and, where that beats it, the
-    window descent again from there, at the width already reached."""
+    window descent again from there, at the width already reached. `lower`: the graph's global
+    lower bounds (their off-cache floor tells `can_beat` when that objective cannot improve)."""
     cache, objectives = config.ilp.cache_bytes, config.ilp.objectives
-    off_floor = global_lower_bounds(graph, num_stages, cache)[1]
     runs = _window_descent(graph, num_stages, config, plan, config.gamma)
     for _ in range(config.recut if config.refine_cuts else 0):
         t0, c0 = time.perf_counter(), time.process_time()
         order = plan_order(graph, runs.result.stages)
         # the cheap test first: on most graphs the window's plan is already the best of its order
         better = False
-        if tuple(objectives) != PAPER_OBJECTIVES or can_beat(graph, order, num_stages, runs.result.objectives, off_floor):
+        if tuple(objectives) != PAPER_OBJECTIVES or can_beat(graph, order, num_stages, runs.result.objectives, lower[1]):
             recut = split_order(graph, order, num_stages, cache)
             better = evaluate_objectives(graph, recut, num_stages, cache, objectives) < runs.result.key
         runs.seconds += time.perf_counter() - t0
