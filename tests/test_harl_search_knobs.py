@@ -18,7 +18,7 @@ from hiertune.platform.harl_search import Candidate, HarlSearch
 from hiertune.platform.records import RecordStore, trace_key
 from hiertune.platform.runners import MeasureResult
 from hiertune.policies.bandits import SlidingWindow
-from hiertune.policies.candidates import select_candidates
+from hiertune.policies.candidates import decision_distance, select_candidates
 from hiertune.workloads import get_workload
 from hiertune.workloads.tvm_support import make_target
 
@@ -69,6 +69,29 @@ def test_candidates_widen_with_random_fills_when_the_round_found_too_few() -> No
     fills = iter(range(100))
     chosen = select_candidates(["a"], 3, {"a"}, np.random.default_rng(0), key=str, random_fill=lambda: next(fills))
     assert [k for _, k in chosen] == ["0", "1", "2"]
+
+
+def test_min_distance_defers_near_picks_until_no_farther_one_is_left() -> None:
+    def apart(a: int, b: int) -> int:
+        return abs(a - b)
+
+    ranked = [10, 11, 20, 21, 30]
+    chosen = select_candidates(ranked, 4, set(), np.random.default_rng(0), key=str, distance=apart, min_distance=5)
+    assert [k for _, k in chosen] == ["10", "20", "30", "11"]  # 11 waits: it is 1 from 10
+    plain = select_candidates(ranked, 4, set(), np.random.default_rng(0), key=str, distance=apart, min_distance=1)
+    assert [k for _, k in plain] == ["10", "11", "20", "21"]
+
+
+def test_min_distance_spreads_a_real_round_over_neighbourhoods(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=False)
+    search.propose(4)
+    ranked = [v.state for v in search.env.top_visited()]
+    chosen = select_candidates(ranked, 4, set(), np.random.default_rng(0), key=lambda s: trace_key(s.trace),
+                               distance=decision_distance, min_distance=2)
+    states = [s for s, _ in chosen]
+    assert len(states) == 4
+    assert all(decision_distance(a, b) >= 2 for i, a in enumerate(states) for b in states[i + 1:])
+    assert decision_distance(states[0], states[0]) == 0
 
 
 def test_elite_share_grows_with_the_budget_spent() -> None:

@@ -36,7 +36,13 @@ from hiertune.errors import HiertuneError
 from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
 from hiertune.platform.runners import MeasureInput, MeasureResult
 from hiertune.policies.bandits import BanditConfig, Bandits
-from hiertune.policies.candidates import CandidateConfig, Pair, select_candidates, spread_over_sketches
+from hiertune.policies.candidates import (
+    CandidateConfig,
+    Pair,
+    decision_distance,
+    select_candidates,
+    spread_over_sketches,
+)
 from hiertune.policies.cost_model import CostModelConfig
 from hiertune.policies.ppo_editor import SKETCH_MODULE, SUBGRAPH_MODULE, PPOEditorConfig, agent_to_module
 from hiertune.workloads import Workload
@@ -90,6 +96,7 @@ class HarlConfig:
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
+            ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
         ]
         for name, value, ok, rule in checks:
             if not ok:
@@ -223,6 +230,7 @@ class HarlSearch:
                 cross=self.config.candidates.cross_sketch if self.spaces[task].num_sketches > 1 else 0,
                 cross_fills=lambda n, seen: self._other_sketch_fills(task, n, seen),
                 random_fill=lambda: self.spaces[task].random_state(self.env.sketch, self.rng),
+                distance=decision_distance, min_distance=self.config.candidates.min_distance,
             )
         return [Candidate(task, state, key) for state, key in pairs]
 

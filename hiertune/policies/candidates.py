@@ -1,5 +1,6 @@
 """Which schedules of a round go to the runner: top-K by predicted score, MetaSchedule's
-epsilon-greedy share, slots for other sketches, random fills when the round found too few.
+epsilon-greedy share, slots for other sketches, random fills when the round found too few, and
+(optionally) a spread of the top-K over different neighbourhoods.
 
 Pure functions over states and their keys, so the choice is tested on its own; the search loop
 passes in how to key a state and how to draw or rank random fills.
@@ -27,6 +28,13 @@ class CandidateConfig:
     """Chance per measured slot of a random visited schedule instead of a top-K one (MetaSchedule's eps-greedy)."""
     cross_sketch: int = 0
     """Measured slots per round for the best-predicted random fills of the task's other sketches."""
+    min_distance: int = 1
+    """Decisions in which every two top-K picks of a round must differ (a sketch apart counts as
+    all); a closer pick is deferred until the round runs out of others. The tracks walk one edit
+    per step, so the best-predicted states of a round tend to be neighbours on one track: a batch of
+    them bets every slot on the cost model's one maximum, which it ranks worst on the states it
+    has seen least. 2 spreads the batch over neighbourhoods (a hedge, as batch Bayesian
+    optimisation does); 1: plain top-K."""
 
 
 def select_candidates(
@@ -40,25 +48,37 @@ def select_candidates(
     cross: int = 0,
     cross_fills: Callable[[int, set[str]], list[Pair]] | None = None,
     random_fill: Callable[[], Any] | None = None,
+    distance: Callable[[Any, Any], int] | None = None,
+    min_distance: int = 1,
 ) -> list[Pair]:
     """Up to `k` unmeasured (state, key) pairs, none twice.
 
     `ranked` is the round's visited states, best predicted first. Each slot is, with chance
     `epsilon`, a random visited state instead of the next best; `cross` slots go to
     `cross_fills(n, seen)` (other sketches' fills); if the round visited too few new states,
-    `random_fill()` widens the batch (at most 8k draws).
+    `random_fill()` widens the batch (at most 8k draws). With `distance` and `min_distance` > 1,
+    a top-K pick closer than `min_distance` to an earlier pick waits until no farther one is left.
     """
     chosen: list[Pair] = []
     seen = set(measured)
     n_random = int(rng.binomial(k, epsilon)) if epsilon > 0 else 0
     n_cross = min(cross, k - 1) if cross_fills is not None else 0
+    n_top = k - n_random - n_cross
+    deferred: list[Pair] = []
     for state in ranked:
-        if len(chosen) >= k - n_random - n_cross:
+        if len(chosen) >= n_top:
             break
         state_key = key(state)
-        if state_key not in seen:
-            seen.add(state_key)
+        if state_key in seen:
+            continue
+        seen.add(state_key)
+        if distance is not None and min_distance > 1 and any(distance(state, s) < min_distance for s, _ in chosen):
+            deferred.append((state, state_key))
+        else:
             chosen.append((state, state_key))
+    take = max(n_top - len(chosen), 0)
+    chosen += deferred[:take]
+    seen.difference_update(pair_key for _, pair_key in deferred[take:])  # still open to the random share
     if n_random:
         rest = [state for state in ranked if key(state) not in seen]
         for i in rng.permutation(len(rest))[:n_random]:
@@ -95,3 +115,11 @@ def spread_over_sketches(pools: Sequence[Sequence[Pair]], k: int, measured: set[
             seen.add(pair[1])
             chosen.append(pair)
     return chosen
+
+
+def decision_distance(a: Any, b: Any) -> int:
+    """Decisions in which two schedule states differ (tiles count as one decision each, the
+    parallel extent as one); states of different sketches differ in all."""
+    if a.sketch != b.sketch or len(a.decisions) != len(b.decisions):
+        return len(a.decisions) + 1
+    return sum(x != y for x, y in zip(a.decisions, b.decisions)) + (a.parallel_counts != b.parallel_counts)
