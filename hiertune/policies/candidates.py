@@ -31,10 +31,10 @@ class CandidateConfig:
     min_distance: int = 1
     """Decisions in which every two top-K picks of a round must differ (a sketch apart counts as
     all); a closer pick is deferred until the round runs out of others. The tracks walk one edit
-    per step, so the best-predicted states of a round tend to be neighbours on one track: a batch of
-    them bets every slot on the cost model's one maximum, which it ranks worst on the states it
-    has seen least. 2 spreads the batch over neighbourhoods (a hedge, as batch Bayesian
-    optimisation does); 1: plain top-K."""
+    per step, so a round's best-predicted states are often neighbours on one track, and a batch of
+    them bets every slot on one maximum of a young cost model. 2 spreads the batch over
+    neighbourhoods, a hedge as in batch Bayesian optimisation. 1 (plain top-K) stays the default:
+    on the selection half 2 helped some operator families and hurt others (docs/harl.md)."""
 
 
 def select_candidates(
