@@ -157,6 +157,23 @@ def test_cross_sketch_slots_go_to_the_other_sketches(tmp_path) -> None:
         harl_config(cross_sketch=8, topk=8).validate()
 
 
+def test_transplant_slots_replay_the_best_measured_schedule_in_the_other_sketches(tmp_path) -> None:
+    search = make_search(tmp_path, epsilon=0.0, cross_sketch=2, cross_source="transplant", sketch_warmup=False)
+    space = search.spaces[0]
+    first = search.propose(6)
+    observe_latencies(search, [c.state for c in first], [1e-3 * (i + 1) for i in range(6)])
+    chosen = search.propose(6)
+    cross = [c.state for c in chosen if c.state.sketch != search.env.sketch]
+    assert len(cross) == 2
+    for state in cross:  # the decisions of the fastest schedule measured in another sketch
+        pool = [pair for sketch, pairs in search.best_states[0].items() if sketch != state.sketch for pair in pairs]
+        assert state.decisions == min(pool, key=lambda pair: pair[0])[1].decisions
+    best = first[0].state
+    assert space.transplant(best, best.sketch) is None  # not into its own sketch
+    with pytest.raises(HiertuneError, match="candidates.cross_source"):
+        harl_config(cross_source="elites").validate()
+
+
 def test_elite_tracks_cover_the_other_sketches(tmp_path) -> None:
     search = make_search(tmp_path, elite_fraction=1.0, elite_fraction_late=None, elite_other_sketches=1)
     space = search.spaces[0]

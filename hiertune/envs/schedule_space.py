@@ -178,6 +178,8 @@ class Sketch:
     anchor: str | None  # block whose outer loops the parallel edit counts
     parallel_default: int | None  # the sketch's meta_schedule.parallel value (None: no annotation)
     shape: tuple[str, ...]  # every instruction as JSON minus tunable values: matches records to sketches
+    decision_kinds: tuple[tuple[Any, ...], ...] = ()  # per sampling instruction: its kind and fixed
+    #   attributes (tile levels and innermost cap, categorical size, placed block), in trace order
 
 
 @dataclass(eq=False)
@@ -270,6 +272,7 @@ class ScheduleSpace:
         tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots = [], [], [], [], []
         slot = -1  # position of the sampling instruction in the decision tuple
         loc_blocks: list[str] = []
+        kinds: list[tuple[Any, ...]] = []
         block_names: dict[int, str] = {}
         loop_block: dict[int, str] = {}
         anchor = None
@@ -289,14 +292,19 @@ class ScheduleSpace:
             if kind == SAMPLE_TILE:
                 tile_slots.append(slot)
                 tile_inner.append(int(_py(inst.attrs[1])))
+                kinds.append((kind, int(_py(inst.attrs[0])), tile_inner[-1]))
                 if anchor is None:
                     anchor = loop_block.get(hash(inst.inputs[0])) or None
             elif kind == SAMPLE_CATEGORICAL:
                 cat_slots.append(slot)
                 cat_sizes.append(len(inst.attrs[0]))
+                kinds.append((kind, tuple(_plain(inst.attrs[0]))))
             elif kind == SAMPLE_LOCATION:
                 loc_slots.append(slot)
                 loc_blocks.append(block_names.get(hash(inst.inputs[0]), ""))
+                kinds.append((kind, loc_blocks[-1]))
+            else:
+                kinds.append((kind,))
         if anchor is None:  # no tiling (e.g. an elementwise sketch): the block with most loops
             func = space.mod["main"]
             names = [n for n in tir_loops.root_child_block_names(func)]
@@ -308,6 +316,7 @@ class ScheduleSpace:
             loc_blocks=loc_blocks,
             anchor=anchor, parallel_default=parallel_default,
             shape=_instruction_shape(trace.as_json()[0]),
+            decision_kinds=tuple(kinds),
         )
 
     def _consumers(self, block: str) -> list[str]:
@@ -379,6 +388,21 @@ class ScheduleSpace:
         if state is None:
             self.stats["failed"] += 1
         return state
+
+    def transplant(self, state: ScheduleState, sketch: int) -> ScheduleState | None:
+        """`state`'s decisions (tile sizes, unroll, compute locations) and parallel extent replayed
+        in another sketch of the task, when both sketches sample the same decisions in the same
+        order (None otherwise, or when the replay fails).
+
+        A CPU task's multi-level-tiled sketches differ only in where the output is cached, and
+        they sample the same tiles: a sketch judged by random fills is judged by schedules 10-100x
+        slower than the task's best, while the best's own tiles in that sketch say what the
+        sketch can do at the same refinement."""
+        source, target = self.sketches[state.sketch], self.sketches[sketch]
+        if sketch == state.sketch or source.decision_kinds != target.decision_kinds:
+            return None
+        parallel = state.parallel_extent if target.parallel_default is not None else None
+        return self.replay(sketch, state.decisions, parallel)
 
     def random_state(self, sketch: int, rng: np.random.Generator) -> ScheduleState:
         """A random fill of a sketch: its trace replayed with fresh random decisions."""

@@ -37,6 +37,7 @@ from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
 from hiertune.platform.runners import MeasureInput, MeasureResult
 from hiertune.policies.bandits import BanditConfig, Bandits
 from hiertune.policies.candidates import (
+    CROSS_SOURCES,
     CandidateConfig,
     Pair,
     decision_distance,
@@ -49,6 +50,7 @@ from hiertune.workloads import Workload
 
 TUNER = "harl"
 ELITE_POOL = 32  # best measured states kept per task and sketch as track starts
+TRANSPLANT_TRIES = 8  # best measured states tried per cross-sketch transplant slot
 
 
 @dataclass
@@ -97,6 +99,7 @@ class HarlConfig:
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
+            ("candidates.cross_source", c.cross_source, c.cross_source in CROSS_SOURCES, f"one of {', '.join(CROSS_SOURCES)}"),
         ]
         for name, value, ok, rule in checks:
             if not ok:
@@ -393,17 +396,32 @@ class HarlSearch:
         return [(fills[i], trace_key(fills[i].trace)) for i in order]
 
     def _other_sketch_fills(self, task: int, n: int, seen: set[str]) -> list[Pair]:
-        """n best-predicted random fills of the task's other sketches, round-robin over them."""
+        """n schedules of the task's other sketches, round-robin over them: each the transplant of
+        the task's best measured schedule not yet tried there (`cross_source` transplant), else
+        the best-predicted random fill."""
         others = [s for s in range(self.spaces[task].num_sketches) if s != self.env.sketch]
         chosen: list[Pair] = []
         for i in range(n if others else 0):
             sketch = others[(len(self.rounds) + i) % len(others)]
-            ranked = self._ranked_fills(task, sketch, 4 * self.config.episode.start_pool)
-            pair = next((pair for pair in ranked if pair[1] not in seen), None)
+            pair = self._transplant(task, sketch, seen) if self.config.candidates.cross_source == "transplant" else None
+            if pair is None:
+                ranked = self._ranked_fills(task, sketch, 4 * self.config.episode.start_pool)
+                pair = next((pair for pair in ranked if pair[1] not in seen), None)
             if pair is not None:
                 seen.add(pair[1])
                 chosen.append(pair)
         return chosen
+
+    def _transplant(self, task: int, sketch: int, seen: set[str]) -> Pair | None:
+        """The first of the task's best measured schedules of other sketches (best first, the first
+        `TRANSPLANT_TRIES`: each is a replay) whose transplant into `sketch` is new, with its key;
+        None when none is."""
+        pools = [pair for s, pool in self.best_states[task].items() if s != sketch for pair in pool]
+        for _, state in sorted(pools, key=lambda pair: pair[0])[:TRANSPLANT_TRIES]:
+            moved = self.spaces[task].transplant(state, sketch)
+            if moved is not None and trace_key(moved.trace) not in seen:
+                return moved, trace_key(moved.trace)
+        return None
 
     def _spread_pairs(self, task: int, k: int) -> list[Pair]:
         """A spread round's batch: the same share of slots for every sketch, each its best predicted.

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 Pair = tuple[Any, str]  # (schedule state, its trace key)
+CROSS_SOURCES = ("fills", "transplant")  # what a cross-sketch slot measures (CandidateConfig.cross_source)
 
 
 @dataclass
@@ -27,7 +28,14 @@ class CandidateConfig:
     epsilon: float = 0.2
     """Chance per measured slot of a random visited schedule instead of a top-K one (MetaSchedule's eps-greedy)."""
     cross_sketch: int = 0
-    """Measured slots per round for the best-predicted random fills of the task's other sketches."""
+    """Measured slots per round for the task's other sketches (what goes there: `cross_source`)."""
+    cross_source: str = "fills"
+    """What a cross-sketch slot measures: `fills`, the best-predicted random fill of the other
+    sketch; `transplant`, the task's best measured schedule not yet tried there, replayed in that
+    sketch with the same decisions (`ScheduleSpace.transplant`; a fill where the sketches' decisions
+    differ). A fill compares a sketch by schedules far slower than the task's best; a transplant
+    compares it at the best's own tiles, so the sketch bandit sees what the other sketch does with
+    the refinement the searched one already has."""
     min_distance: int = 1
     """Decisions in which every two top-K picks of a round must differ (a sketch apart counts as
     all); a closer pick is deferred until the round runs out of others. The tracks walk one edit
