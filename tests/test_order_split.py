@@ -1,5 +1,6 @@
 """Exact cut placement along a node order: it is the best contiguous split (checked by brute force),
-it equals the exact ILP where the order is forced (a chain), and it never worsens a plan."""
+it equals the exact ILP where the order is forced (a chain), and it never worsens a plan; the
+packed order packs parallel branches, and Inc-ILP asks for it where its window is an ILP."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
 from hiertune.solvers.baselines import exact_partition, libcoral_partition
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.ilp import IlpConfig, PartitionError, check_partition, evaluate_partition
-from hiertune.solvers.incilp import IncIlpConfig, inc_ilp
+from hiertune.solvers.incilp import IncIlpConfig, inc_ilp, packed_plan, window_needs_ilp
 from hiertune.solvers.certify import global_lower_bounds
-from hiertune.solvers.order_split import can_beat, plan_order, refine_cuts, split_order
+from hiertune.solvers.order_split import can_beat, packed_order, plan_order, refine_cuts, split_order
 from hiertune.solvers.zoo import load_zoo_graph
 
 ILP = IlpConfig(solver="cpsat", time_limit_s=60)
@@ -99,3 +100,26 @@ def test_bad_order_and_stage_count_are_clear_errors():
         split_order(g, [0, 1, 2], 2)
     with pytest.raises(PartitionError, match="num_stages=11"):
         split_order(g, g.topological_order(), 11)
+
+
+def test_packed_order_is_topological_and_packs_parallel_branches_below_libcoral():
+    g = load_zoo_graph("nasnetlarge")  # cells of parallel branches: the topological order walks them one by one
+    k = 16
+    libcoral = evaluate_partition(g, refine_cuts(g, libcoral_partition(g, k), k), k)
+    order = packed_order(g, k, libcoral[0])
+    position = {v: i for i, v in enumerate(order)}
+    assert sorted(order) == list(range(g.num_nodes))
+    assert all(position[e.src] < position[e.dst] for e in g.edges)
+    packed = packed_plan(g, k, libcoral[0])
+    check_partition(g, packed, k)
+    lower = global_lower_bounds(g, k, IlpConfig().cache_bytes)
+    assert lower[0] <= evaluate_partition(g, packed, k)[0] < libcoral[0]
+
+
+def test_auto_asks_for_the_packed_plan_only_where_the_window_is_an_ilp():
+    wide, narrow = load_zoo_graph("nasnetlarge"), load_zoo_graph("resnet50")
+    assert window_needs_ilp(wide, refine_cuts(wide, libcoral_partition(wide, 16), 16), 10)
+    assert not window_needs_ilp(narrow, refine_cuts(narrow, libcoral_partition(narrow, 4), 4), 10)
+    result = inc_ilp(narrow, 4, IncIlpConfig(initial="packed", ilp=ILP))
+    assert result.initial_source == "packed"
+    assert result.objectives == exact_partition(narrow, 4, ILP).objectives

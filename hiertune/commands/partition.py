@@ -55,7 +55,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat", "ideal-dp"), default=solver,
                         help=solver_help)
     initial, initial_help = default("initial")
-    parser.add_argument("--initial", choices=("auto", "best", "pointer", "libcoral"), default=initial,
+    parser.add_argument("--initial", choices=("auto", "best", "pointer", "libcoral", "packed"), default=initial,
                         help=initial_help)
     window, window_help = default("window")
     parser.add_argument("--window", choices=("adjacent", "any"), default=window, help=window_help)

@@ -38,7 +38,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     incilp.add_argument("--stages", type=int, default=4, help="pipeline stages (4)")
     incilp.add_argument("--solver", choices=("auto", "gurobi", "highs", "cpsat"), default="auto")
     incilp.add_argument("--time-limit", type=float, default=120.0, help="seconds per solve (also the exact reference)")
-    incilp.add_argument("--initial", choices=("auto", "best", "pointer", "libcoral"), default="auto",
+    incilp.add_argument("--initial", choices=("auto", "best", "pointer", "libcoral", "packed"), default="auto",
                         help="initial plan of each Inc-ILP solve (auto: libcoral's split with exact cuts)")
 
 

@@ -41,6 +41,7 @@ back to the graph's start. They sit one level before their earliest consumer ins
 
 from __future__ import annotations
 
+import collections
 import math
 import time
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from typing import Protocol
 from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
 from hiertune.solvers.certify import global_lower_bounds, proven_by_bounds
-from hiertune.solvers.order_split import can_beat, plan_order, refine_cuts, split_order
+from hiertune.solvers.order_split import can_beat, packed_order, plan_order, refine_cuts, split_order
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
     EDGE_TPU_CACHE_BYTES,
@@ -62,8 +63,9 @@ from hiertune.solvers.ilp import (
     evaluate_partition,
     solve_partition,
 )
+from hiertune.solvers.window_dp import CHAIN_BOUND_MIN_WIDTH, WINDOW_MAX_IDEALS, ideals_lower_bound
 
-INITIAL_SOURCES = ("auto", "best", "pointer", "libcoral", "given")
+INITIAL_SOURCES = ("auto", "best", "pointer", "libcoral", "packed", "given")
 WINDOW_KINDS = ("adjacent", "any")
 
 
@@ -80,7 +82,7 @@ class IncIlpConfig:
     gamma: float = 10
     """Window half-width in ASAP levels around the initial plan's stage boundaries (inf: the exact ILP)."""
     initial: str = "auto"
-    """Initial plan: auto = the cheapest, libcoral's split (or the plan passed in, when better), the pointer net only as a second start (see second_start_after_s); best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; pointer / libcoral / given: that plan alone. Candidates are ranked after exact cut placement (with refine_cuts), as the window starts from them."""
+    """Initial plan: auto = the cheapest, libcoral's split (or the plan passed in, when better); where that plan's window is too wide for the window DP and its peak is above the global bound, also the packed plan (`packed_plan`: stages filled first-fit decreasing from the ready nodes, tens of ms), the better kept; the pointer net only as a second start (see second_start_after_s); best = the lexicographically best of the scheduler's plan (when one is given), the plan passed in and libcoral's split; pointer / libcoral / packed / given: that plan alone. Candidates are ranked after exact cut placement (with refine_cuts), as the window starts from them."""
     window: str = "adjacent"
     """Where a re-opened node may go: across the boundaries whose window holds it (adjacent), or any stage its fixed neighbours allow (any: a larger model, the paper's)."""
     rounds: int = 1
@@ -179,9 +181,37 @@ def initial_candidates(
         candidates.append((list(given), "given"))
     if scheduler is not None and source in ("best", "pointer"):
         candidates.append((scheduler.partition(graph, num_stages), "pointer"))
+    if source == "packed":
+        candidates.append((packed_plan(graph, num_stages), "packed"))
     for stages, _ in candidates:
         check_partition(graph, stages, num_stages)
     return candidates
+
+
+def packed_plan(graph: OpGraph, num_stages: int, peak_hi: int | None = None) -> list[int]:
+    """The plan of `order_split.packed_order` with its cuts placed exactly along that order
+    (`peak_hi`: a peak already reached, default libcoral's, the bisection's upper end)."""
+    if peak_hi is None:
+        peak_hi = evaluate_partition(graph, libcoral_partition(graph, num_stages), num_stages)[0]
+    return split_order(graph, packed_order(graph, num_stages, peak_hi), num_stages)
+
+
+def window_needs_ilp(graph: OpGraph, stages: list[int], gamma: float) -> bool:
+    """Is the window around `stages` too wide for the window DP, so that an ILP will solve it?
+    Decided as the DP decides before enumerating (`window_dp.ideals_lower_bound` on a boundary's
+    re-opened nodes), in about a millisecond; at once where the whole graph's bound is already
+    within the DP's reach (a window's nodes are a subset), as on most real networks."""
+    if math.isinf(gamma):
+        return True
+    whole = graph.memo("incilp.ideals_lower_bound", lambda g: ideals_lower_bound(g, list(range(g.num_nodes))))
+    if whole <= WINDOW_MAX_IDEALS:
+        return False
+    level = graph.asap_levels()
+    for nodes in boundary_windows(graph, stages, gamma).values():
+        widest = max(collections.Counter(level[v] for v in nodes).values(), default=0)
+        if widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, sorted(nodes)) > WINDOW_MAX_IDEALS:
+            return True
+    return False
 
 
 def initial_partition(
@@ -285,9 +315,16 @@ def inc_ilp(
     keys = [evaluate_partition(graph, plan, num_stages, cache) for _, plan, _ in starts] if len(starts) > 1 else []
     chosen = min(range(len(starts)), key=keys.__getitem__) if keys else 0
     init, plan, source = starts[chosen]
-    init_seconds, init_cpu = time.perf_counter() - t0, time.process_time() - c0
-    start_key = keys[chosen] if keys else evaluate_partition(graph, plan, num_stages, cache)  # not timed: a report
+    start_key = keys[chosen] if keys else evaluate_partition(graph, plan, num_stages, cache)
     lower = global_lower_bounds(graph, num_stages, cache)
+    if config.initial == "auto" and start_key[0] > lower[0] and window_needs_ilp(graph, plan, config.gamma):
+        # the window will be an ILP (seconds to minutes on such graphs), and a start nearer the
+        # least peak keeps it from widening; the packed plan costs tens of ms, so only here
+        packed = _window_start(graph, packed_plan(graph, num_stages, start_key[0]), num_stages, config)
+        packed_key = evaluate_partition(graph, packed, num_stages, cache)
+        if packed_key < start_key:
+            init, plan, source, start_key = packed, packed, "packed", packed_key
+    init_seconds, init_cpu = time.perf_counter() - t0, time.process_time() - c0
     run = _solve_windows(graph, num_stages, config, plan, lower)
     if (config.initial == "auto" and scheduler is not None and run.seconds > config.second_start_after_s
             and not all(proven_by_bounds(run.result.objectives, lower))):

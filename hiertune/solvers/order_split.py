@@ -21,6 +21,8 @@ plan it came from, because that plan is one of the splits searched.
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from hiertune.solvers.graph import OpGraph
@@ -168,6 +170,54 @@ def can_beat(graph: OpGraph, order: list[int], num_stages: int, current: tuple[i
             return False
         at = int(cuts[i])
     return False
+
+
+def packed_order(graph: OpGraph, num_stages: int, peak_hi: int) -> list[int]:
+    """A topological order whose K runs pack the stages: list scheduling as bin packing.
+
+    `split_order` is exact along one order, and an order that walks branch by branch (libcoral's,
+    the topological one) leaves parallel branches (NASNet's cells, branchy DAGs) unable to share a
+    stage evenly. Here each stage is filled from the ready nodes (all predecessors placed), the
+    largest that still fits under a peak P first (first-fit decreasing; ties by ASAP level), and P
+    is bisected between the trivial bound and `peak_hi` (a peak already reached) for the least at
+    which K stages hold the graph. Pure Python, O(N log N) per test: 10-30 ms at 500-1,500 nodes,
+    so Inc-ILP asks for it only where its window is an ILP anyway (`inc_ilp`)."""
+    param = [int(p) for p in graph_arrays(graph).param]
+    asap = graph.asap_levels()
+    pred, succ = graph.predecessors(), graph.successors()
+
+    def fill(peak: int) -> list[int] | None:
+        waiting = [len(p) for p in pred]
+        ready = sorted((param[v], -asap[v], -v) for v in range(graph.num_nodes) if not waiting[v])
+        order: list[int] = []
+        for _ in range(num_stages):
+            room = peak
+            while ready:
+                i = bisect.bisect_right(ready, (room, 1, 1)) - 1  # the largest ready node that fits
+                if i < 0:
+                    break
+                weight, _, minus_v = ready.pop(i)
+                room -= weight
+                order.append(-minus_v)
+                for w in succ[-minus_v]:
+                    waiting[w] -= 1
+                    if not waiting[w]:
+                        bisect.insort(ready, (param[w], -asap[w], -w))
+            if not ready:
+                return order
+        return None
+
+    lo = max(max(param, default=0), -(-sum(param) // num_stages))
+    hi = max(int(peak_hi), lo)
+    best = fill(hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        order = fill(mid)
+        if order is None:
+            lo = mid + 1
+        else:
+            hi, best = mid, order
+    return best if best is not None else graph.topological_order()
 
 
 def refine_cuts(graph: OpGraph, stages: list[int], num_stages: int,
