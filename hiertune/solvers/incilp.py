@@ -1,6 +1,7 @@
 """Inc-ILP: an initial partition narrows the exact solve to a window around its cuts.
 
-The initial plan is by default the cheapest (`initial="auto"`: libcoral's split, a linear pass);
+The initial plan is by default the cheapest (`initial="auto"`: libcoral's split, a linear pass;
+where its window is an ILP anyway, also the packed plan of `order_split.packed_order`);
 the pointer net (the paper's pre-scheduler) is asked with `best` or `pointer`, and by `auto` only
 after a slow window solve that the bounds do not prove (`second_start_after_s`): once the cuts are
 placed exactly, its plans mostly lead the window to the same optimum at a far higher cost, but
@@ -114,6 +115,11 @@ class IncIlpConfig:
     asked. inf: one start only (the paper)."""
     refine_cuts: bool = True
     """Place the initial plan's cuts exactly along its own node order first (never worse than the plan; False: the paper's start)."""
+    packed_start: bool = True
+    """auto only: where the start's window is too wide for the window DP (an ILP will solve it) and
+    its peak is above the global bound, also try the packed plan (`packed_plan`, tens of ms) and
+    start from the better. A start near the least peak keeps a hard window from widening.
+    False: libcoral's split alone, as before the packed start existed."""
     ilp: IlpConfig = field(default_factory=IlpConfig)
     """The exact solver of the window (or of the whole graph); auto solves a window by the ideal DP when its lattice fits."""
 
@@ -199,7 +205,8 @@ def packed_plan(graph: OpGraph, num_stages: int, peak_hi: int | None = None) -> 
 def window_needs_ilp(graph: OpGraph, stages: list[int], gamma: float) -> bool:
     """Is the window around `stages` too wide for the window DP, so that an ILP will solve it?
     Decided as the DP decides before enumerating (`window_dp.ideals_lower_bound` on a boundary's
-    re-opened nodes), in about a millisecond; at once where the whole graph's bound is already
+    re-opened nodes), in about a millisecond (a window the DP gives up on only while enumerating
+    is not caught: False is "not known to need one"); at once where the whole graph's bound is already
     within the DP's reach (a window's nodes are a subset), as on most real networks."""
     if math.isinf(gamma):
         return True
@@ -317,7 +324,8 @@ def inc_ilp(
     init, plan, source = starts[chosen]
     start_key = keys[chosen] if keys else evaluate_partition(graph, plan, num_stages, cache)
     lower = global_lower_bounds(graph, num_stages, cache)
-    if config.initial == "auto" and start_key[0] > lower[0] and window_needs_ilp(graph, plan, config.gamma):
+    if (config.initial == "auto" and config.packed_start and start_key[0] > lower[0]
+            and window_needs_ilp(graph, plan, config.gamma)):
         # the window will be an ILP (seconds to minutes on such graphs), and a start nearer the
         # least peak keeps it from widening; the packed plan costs tens of ms, so only here
         packed = _window_start(graph, packed_plan(graph, num_stages, start_key[0]), num_stages, config)
