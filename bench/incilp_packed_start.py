@@ -36,7 +36,7 @@ from hiertune.solvers.backends import gurobi_available
 from hiertune.solvers.baselines import libcoral_partition
 from hiertune.solvers.certify import global_lower_bounds
 from hiertune.solvers.ilp import IlpConfig, evaluate_partition, prepare_graph, solve_partition
-from hiertune.solvers.incilp import IncIlpConfig, window_needs_ilp
+from hiertune.solvers.incilp import IncIlpConfig, packed_start_pays
 from hiertune.solvers.order_split import refine_cuts
 
 SOURCES = ("incilp_scale.json", "incilp_unseen.json", "incilp_unseen2.json", "incilp_unseen3.json")
@@ -60,8 +60,8 @@ def asks_packed(graph, k: int) -> bool:
     """Would `auto` try the packed plan on this case (see the module docstring)?"""
     cache = IlpConfig().cache_bytes
     start = refine_cuts(graph, libcoral_partition(graph, k), k, cache)
-    peak = evaluate_partition(graph, start, k, cache)[0]
-    return peak > global_lower_bounds(graph, k, cache)[0] and window_needs_ilp(graph, start, GAMMA)
+    return packed_start_pays(graph, start, evaluate_partition(graph, start, k, cache)[0],
+                             global_lower_bounds(graph, k, cache)[0], GAMMA)
 
 
 def run_arm(graph, k: int, packed: bool, limit: float) -> dict[str, Any]:

@@ -395,8 +395,8 @@ class ScheduleSpace:
         order (None otherwise, or when the replay fails).
 
         A CPU task's multi-level-tiled sketches differ only in where the output is cached, and
-        they sample the same tiles: a sketch judged by random fills is judged by schedules 10-100x
-        slower than the task's best, while the best's own tiles in that sketch say what the
+        they sample the same tiles: a sketch judged by random fills is judged by schedules several
+        times slower than the task's best, while the best's own tiles in that sketch say what the
         sketch can do at the same refinement."""
         source, target = self.sketches[state.sketch], self.sketches[sketch]
         if sketch == state.sketch or source.decision_kinds != target.decision_kinds:

@@ -419,8 +419,9 @@ class HarlSearch:
         pools = [pair for s, pool in self.best_states[task].items() if s != sketch for pair in pool]
         for _, state in sorted(pools, key=lambda pair: pair[0])[:TRANSPLANT_TRIES]:
             moved = self.spaces[task].transplant(state, sketch)
-            if moved is not None and trace_key(moved.trace) not in seen:
-                return moved, trace_key(moved.trace)
+            key = None if moved is None else trace_key(moved.trace)
+            if key is not None and key not in seen:
+                return moved, key
         return None
 
     def _spread_pairs(self, task: int, k: int) -> list[Pair]:

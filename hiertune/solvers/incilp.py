@@ -42,11 +42,12 @@ back to the graph's start. They sit one level before their earliest consumer ins
 
 from __future__ import annotations
 
-import collections
 import math
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
@@ -64,7 +65,7 @@ from hiertune.solvers.ilp import (
     evaluate_partition,
     solve_partition,
 )
-from hiertune.solvers.window_dp import CHAIN_BOUND_MIN_WIDTH, WINDOW_MAX_IDEALS, ideals_lower_bound
+from hiertune.solvers.window_dp import WINDOW_MAX_IDEALS, ideals_lower_bound, too_wide_to_enumerate
 
 INITIAL_SOURCES = ("auto", "best", "pointer", "libcoral", "packed", "given")
 WINDOW_KINDS = ("adjacent", "any")
@@ -204,7 +205,7 @@ def packed_plan(graph: OpGraph, num_stages: int, peak_hi: int | None = None) -> 
 
 def window_needs_ilp(graph: OpGraph, stages: list[int], gamma: float) -> bool:
     """Is the window around `stages` too wide for the window DP, so that an ILP will solve it?
-    Decided as the DP decides before enumerating (`window_dp.ideals_lower_bound` on a boundary's
+    Decided as the DP decides before enumerating (`window_dp.too_wide_to_enumerate` on a boundary's
     re-opened nodes), in about a millisecond (a window the DP gives up on only while enumerating
     is not caught: False is "not known to need one"); at once where the whole graph's bound is already
     within the DP's reach (a window's nodes are a subset), as on most real networks."""
@@ -213,12 +214,17 @@ def window_needs_ilp(graph: OpGraph, stages: list[int], gamma: float) -> bool:
     whole = graph.memo("incilp.ideals_lower_bound", lambda g: ideals_lower_bound(g, list(range(g.num_nodes))))
     if whole <= WINDOW_MAX_IDEALS:
         return False
-    level = graph.asap_levels()
-    for nodes in boundary_windows(graph, stages, gamma).values():
-        widest = max(collections.Counter(level[v] for v in nodes).values(), default=0)
-        if widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, sorted(nodes)) > WINDOW_MAX_IDEALS:
-            return True
-    return False
+    level = np.asarray(graph.asap_levels(), dtype=np.int64)
+    return any(too_wide_to_enumerate(graph, sorted(nodes), level, WINDOW_MAX_IDEALS)
+               for nodes in boundary_windows(graph, stages, gamma).values())
+
+
+def packed_start_pays(graph: OpGraph, plan: list[int], start_peak: int, least_peak_bound: int, gamma: float) -> bool:
+    """Does `auto` also try the packed plan (`IncIlpConfig.packed_start`) from this start? Where
+    the start's peak is above the global bound and its window will be an ILP (seconds to minutes
+    on such graphs): a start nearer the least peak keeps that window from widening, and the
+    packed plan's tens of ms are small next to it; elsewhere they are not."""
+    return start_peak > least_peak_bound and window_needs_ilp(graph, plan, gamma)
 
 
 def initial_partition(
@@ -324,10 +330,7 @@ def inc_ilp(
     init, plan, source = starts[chosen]
     start_key = keys[chosen] if keys else evaluate_partition(graph, plan, num_stages, cache)
     lower = global_lower_bounds(graph, num_stages, cache)
-    if (config.initial == "auto" and config.packed_start and start_key[0] > lower[0]
-            and window_needs_ilp(graph, plan, config.gamma)):
-        # the window will be an ILP (seconds to minutes on such graphs), and a start nearer the
-        # least peak keeps it from widening; the packed plan costs tens of ms, so only here
+    if config.initial == "auto" and config.packed_start and packed_start_pays(graph, plan, start_key[0], lower[0], config.gamma):
         packed = _window_start(graph, packed_plan(graph, num_stages, start_key[0]), num_stages, config)
         packed_key = evaluate_partition(graph, packed, num_stages, cache)
         if packed_key < start_key:

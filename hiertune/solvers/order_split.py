@@ -180,8 +180,8 @@ def packed_order(graph: OpGraph, num_stages: int, peak_hi: int) -> list[int]:
     stage evenly. Here each stage is filled from the ready nodes (all predecessors placed), the
     largest that still fits under a peak P first (first-fit decreasing; ties by ASAP level), and P
     is bisected between the trivial bound and `peak_hi` (a peak already reached) for the least at
-    which K stages hold the graph. Pure Python, O(N log N) per test: 10-30 ms at 500-1,500 nodes,
-    so Inc-ILP asks for it only where its window is an ILP anyway (`inc_ilp`)."""
+    which K stages hold the graph. Pure Python, O(N log N) per test: tens of ms at 500-1,500
+    nodes, so Inc-ILP asks for it only where its window is an ILP anyway (`incilp.packed_start_pays`)."""
     param = [int(p) for p in graph_arrays(graph).param]
     asap = graph.asap_levels()
     pred, succ = graph.predecessors(), graph.successors()

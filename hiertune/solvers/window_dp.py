@@ -105,6 +105,14 @@ def ideals_lower_bound(graph: OpGraph, free: list[int]) -> int:
     return bound
 
 
+def too_wide_to_enumerate(graph: OpGraph, free: list[int], level: np.ndarray, budget: int) -> bool:
+    """The DP's test before enumerating a boundary interval: do the chains of its `free` nodes
+    already prove more than `budget` ideals? Bounded only from an ASAP level of
+    `CHAIN_BOUND_MIN_WIDTH` nodes (`level`: the graph's ASAP levels as an array)."""
+    widest = int(np.bincount(level[free]).max()) if free else 0
+    return widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, free) > budget
+
+
 def _members(masks: list[int], n: int, columns: np.ndarray) -> np.ndarray:
     """Bool matrix: does ideal i hold node columns[c]."""
     nbytes = (n + 7) // 8
@@ -138,8 +146,7 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
         opened = np.flatnonzero((lo <= b) & (hi > b)).tolist()
         too_wide = IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around "
                                      f"boundary {b} (too wide for the window DP); use an ILP solver")
-        widest = int(np.bincount(level[opened]).max()) if opened else 0
-        if widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, opened) > budget:
+        if too_wide_to_enumerate(graph, opened, level, budget):
             raise too_wide
         try:
             lattice = ideal_lattice(graph, budget, deadline, base=base, free=set(opened))
