@@ -9,6 +9,9 @@ trials per task, benchmarked against ONNX Runtime.
 
     python bench/models_e2e.py --mode quick
     python bench/models_e2e.py --mode deep
+    python bench/models_e2e.py --target cuda --models resnet-18 --per-task 8 --out bench/results/models_e2e_cuda.json
+
+`--target cuda` runs the same steps on GPU 0 (runners hold a GPU, PyTorch and ONNX Runtime run there).
 
 Records live in runs/models_e2e/ and are resumed on a rerun (finished steps are skipped);
 bench/results/models_e2e.json is rewritten after every model, so a cut-off run keeps what finished.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -36,6 +40,8 @@ MODELS = {
     "mobilenet-v2": ["--model", "hf:mobilenet-v2"],
     "resnet-50": ["--model", "hf:resnet-50"],
 }
+# Named with --models only (not part of quick's set): fewer tasks, for a short GPU run.
+EXTRA_MODELS = {"tiny-convnet": ["--model", "tiny-convnet"], "resnet-18": ["--model", "resnet18"]}
 MS_ROUND = 64  # tune_relax's num_trials_per_iter
 
 
@@ -57,14 +63,14 @@ def run_step(cmd: list[str], log: Path, attempts: int = 3) -> None:
     raise RuntimeError(f"{' '.join(cmd[3:5])} failed {attempts} times; see {log}")
 
 
-def model_tasks(model_args: list[str]) -> Any:
+def model_tasks(model_args: list[str], target: str) -> Any:
     from hiertune.commands.common import model_from_args
     from hiertune.cli import build_parser
     from hiertune.workloads.models import model_workload
     from hiertune.workloads.tvm_support import make_target
 
     args = build_parser().parse_args(["compile", *model_args, "--records", "x", "--out", "x.so"])
-    return model_workload(model_from_args(args), make_target(TARGET))
+    return model_workload(model_from_args(args), make_target(target))
 
 
 def records_profile(workload: Any, path: Path) -> dict[str, Any]:
@@ -103,16 +109,22 @@ def first_trials(path: Path, n: int, out: Path) -> Path:
     return out
 
 
-def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: bool = True) -> dict[str, Any]:
+def runner_cores(target: str) -> str:
+    """One core for a CPU runner (the model runs at one thread); a GPU runner builds on half the host."""
+    return str(max(1, (os.cpu_count() or 2) // 2)) if "cuda" in target else "1"
+
+
+def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: bool = True,
+              target: str = TARGET) -> dict[str, Any]:
     """Tune (resumed), compile --check and benchmark one model; returns its JSON entry.
 
     Every tuner's records are cut to the trials the shortest has (at most the budget), so the
     comparison stays at an equal measured budget; `tune=False` (a run out of time) skips tuning,
     and the entry says how far it got."""
-    model_args = MODELS[name]
+    model_args = {**MODELS, **EXTRA_MODELS}[name]
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"{name}.log"
-    workload = model_tasks(model_args)
+    workload = model_tasks(model_args, target)
     tasks = len(workload.tasks)
     trials = per_task * tasks
     commands = []
@@ -122,8 +134,8 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
         path = work / f"{name}_{tuner}.jsonl"
         records[tuner] = path
         command = "tune" if tuner == "harl" else "baseline"
-        cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", TARGET,
-                       "--runner-cores", "1", *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
+        cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", target,
+                       "--runner-cores", runner_cores(target), *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
         commands.append(cmd)
         if tune and records_trials(path) < trials:
             run_step(cmd, log)
@@ -135,7 +147,7 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
     checks = {}
     for tuner, path in records.items():
         out = work / f"{name}_{tuner}.so"
-        cmd = hiertune("compile", *model_args, "--records", str(path), "--out", str(out), "--target", TARGET, "--check")
+        cmd = hiertune("compile", *model_args, "--records", str(path), "--out", str(out), "--target", target, "--check")
         commands.append(cmd)
         mark = log.stat().st_size if log.exists() else 0
         run_step(cmd, log)
@@ -143,7 +155,7 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
         found = text.find("check vs")
         checks[tuner] = " ".join(text[found:].split())[:260] if found >= 0 else "no check line"
     bench_json = work / f"{name}_benchmark.json"
-    cmd = hiertune("benchmark", *model_args, *[f"--records={t}={p}" for t, p in records.items()], "--target", TARGET,
+    cmd = hiertune("benchmark", *model_args, *[f"--records={t}={p}" for t, p in records.items()], "--target", target,
                    "--threads", "1", "--repeats", "10", "--json", str(bench_json),
                    "--plot", str(work / f"{name}_benchmark.png"), "--work-dir", str(work))
     commands.append(cmd)
@@ -215,7 +227,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(quick))], list(quick))
     ax.set_ylabel("latency / (TVM + HARL) latency")
     ax.set_yscale("log")
-    ax.set_title("end-to-end latency / TVM + HARL's, 1 thread")
+    where = "GPU 0" if "cuda" in str(result.get("target")) else "1 thread"
+    ax.set_title(f"end-to-end latency / TVM + HARL's, {where}")
     ax.legend(fontsize=7)
     save_figure(fig, path)
 
@@ -223,7 +236,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("quick", "deep"), default="quick")
-    parser.add_argument("--models", nargs="*", default=None, help="subset of the quick models")
+    parser.add_argument("--models", nargs="*", default=None, choices=[*MODELS, *EXTRA_MODELS],
+                        help="subset of the quick models, or tiny-convnet / resnet-18")
+    parser.add_argument("--target", default=TARGET, help="'cuda' for GPU 0; default: llvm at one thread")
     parser.add_argument("--per-task", type=int, help="trials per task (default: 16 quick, 128 deep)")
     parser.add_argument("--no-tune", action="store_true",
                         help="out of time: compile and benchmark the records as they are, at an equal budget")
@@ -232,7 +247,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=WORK, help="folder for records, libraries and logs")
     args = parser.parse_args()
     result = json.loads(args.out.read_text()) if args.out.exists() else {}
-    result["target"] = TARGET
+    result["target"] = args.target
     if args.note:
         result.setdefault("notes", []).append(args.note)
     section = result.setdefault(args.mode, {})
@@ -241,7 +256,8 @@ def main() -> None:
     tuners = ["harl"] if args.mode == "deep" else ["harl", "metaschedule"]
     for name in names:
         print(f"[{args.mode}] {name}: {per_task} trials per task, tuners {tuners}", flush=True)
-        section[name] = run_model(name, per_task, tuners, args.work / args.mode, tune=not args.no_tune)
+        section[name] = run_model(name, per_task, tuners, args.work / args.mode, tune=not args.no_tune,
+                                  target=args.target)
         summarise(result)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))

@@ -84,7 +84,7 @@ def test_onnx_model_imports_with_its_tasks_and_weights(convnet, target) -> None:
     names = [t.name for t in model_workload(model, target).tasks]
     assert sum("conv2d" in n for n in names) == 3, names  # three convolutions of different shapes
     assert any("pool" in n for n in names) and any("matmul" in n or "dense" in n for n in names), names
-    check = check_outputs(model, build_untuned(model, target))  # the weights came through: outputs match ORT
+    check = check_outputs(model, build_untuned(model, target), target)  # the weights came through: outputs match ORT
     assert check.reference == "ONNX Runtime" and check.ok, check
 
 
@@ -93,7 +93,7 @@ def test_torch_file_model_imports_and_matches_pytorch(torch_file, target) -> Non
     assert model.source == "torch" and model.inputs[0].shape == (1, 3, 8, 8)
     names = [t.name for t in model_workload(model, target).tasks]
     assert any("conv2d" in n for n in names) and any("matmul" in n for n in names), names
-    check = check_outputs(model, build_untuned(model, target))
+    check = check_outputs(model, build_untuned(model, target), target)
     assert check.reference == "PyTorch" and check.ok, check
 
 
@@ -113,7 +113,7 @@ def test_transcendentals_are_tuned_in_their_fast_form_and_still_match_pytorch(to
     names = [t.name for t in model_workload(model, target).tasks]
     assert any("fast_gelu" in n for n in names) and not any("lambda" in n for n in names), names
     empty = ms.database.MemoryDatabase()
-    check = check_outputs(model, build_tuned(model, empty, target))
+    check = check_outputs(model, build_tuned(model, empty, target), target)
     assert check.reference == "PyTorch" and check.ok, check
 
 
@@ -146,7 +146,7 @@ def test_hf_text_model_builds_from_its_config_and_matches_pytorch(target) -> Non
     assert model.inputs[0].shape == (1, 16) and model.inputs[0].dtype == "int64"
     assert model.inputs[0].high == 30522  # token ids are drawn from the vocabulary
     assert any("matmul" in t.name for t in model_workload(model, target).tasks)
-    assert check_outputs(model, build_untuned(model, target)).ok
+    assert check_outputs(model, build_untuned(model, target), target).ok
 
 
 def test_builtin_network_is_a_model_not_a_workload() -> None:

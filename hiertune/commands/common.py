@@ -16,7 +16,8 @@ def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None
     parser.add_argument("--records", default=default_records, required=default_records is None,
                         help="JSON-lines records file; an existing file is resumed")
     parser.add_argument("--runner-cores", type=int, default=1,
-                        help="cores the measurement runner actor holds (TVM_NUM_THREADS)")
+                        help="cores the measurement runner actor holds (CPU: TVM_NUM_THREADS; "
+                             "GPU: parallel nvcc builds)")
     parser.add_argument("--runners", type=int, default=None, metavar="N",
                         help="measure on a pool of N runner actors spread over the cluster's nodes "
                              "(0: one per node that has the target's resource; default: one runner)")
@@ -103,7 +104,10 @@ def setup_runner(args: argparse.Namespace, target: Any) -> Any:
 
     device = "gpu" if target.kind.name == "cuda" else "cpu"
     work_dir = os.path.join(os.path.dirname(os.path.abspath(args.records)), "tmp")
-    config = RunnerConfig(target=args.target, device=device, num_cpus=args.runner_cores, work_dir=work_dir)
+    # A GPU runner times on the GPU, so its cores can all build (nvcc takes seconds per candidate);
+    # a CPU runner builds on one core and times on the rest.
+    config = RunnerConfig(target=args.target, device=device, num_cpus=args.runner_cores, work_dir=work_dir,
+                          build_workers=args.runner_cores if device == "gpu" else 1)
     runners = getattr(args, "runners", None)
     if runners is not None and (args.no_ray or runners < 0):
         raise HiertuneError(f"--runners {runners} needs Ray and a count >= 0 (0: one per node); drop --no-ray")

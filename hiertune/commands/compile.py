@@ -50,13 +50,13 @@ def run(args: argparse.Namespace) -> int:
     console.print(status_table(model.name, status))
     tuned = sum(s.tuned for s in status)
     console.print(f"{tuned} of {len(status)} tasks run tuned; {len(status) - tuned} fall back to TVM's default "
-                  "(on CPU: untuned loops)")
+                  "(CPU: untuned loops; GPU: DLight schedules)")
     console.print(f"compiled -> {out}; MetaSchedule database -> {folder}/")
     if not args.check:
         return 0
     from tvm import runtime
 
-    result = check_outputs(model, runtime.load_module(str(out)))
+    result = check_outputs(model, runtime.load_module(str(out)), target)
     console.print(check_line(result, RTOL, ATOL))
     return 0 if result.ok else 1
 

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         status = compile_records(model, workload, store, target, library, out / f"{tuner}_database")
         from tvm import runtime
 
-        result = check_outputs(model, runtime.load_module(str(library)))
+        result = check_outputs(model, runtime.load_module(str(library)), target)
         all_ok &= result.ok
         table.add_row(tuner, library.name, f"{sum(s.tuned for s in status)}/{len(status)}",
                       f"{result.max_abs_error:.1e}", f"{RTOL * result.scale + ATOL:.1e}", "yes" if result.ok else "NO")

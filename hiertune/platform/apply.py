@@ -9,6 +9,7 @@ import numpy as np
 
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import RecordStore
+from hiertune.workloads.tvm_support import target_device
 
 
 @dataclass
@@ -30,10 +31,10 @@ def _random_args(func: Any, rng: np.random.Generator) -> list[np.ndarray]:
     return args
 
 
-def _run(rt_mod: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
+def _run(rt_mod: Any, arrays: list[np.ndarray], target: Any) -> list[np.ndarray]:
     import tvm
 
-    dev = tvm.cpu()
+    dev = target_device(target)
     tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
     rt_mod["main"](*tensors)
     return [t.numpy() for t in tensors]
@@ -62,12 +63,12 @@ def apply_best(store: RecordStore, task: str, target: Any, seed: int = 0) -> App
     tuned = tvm.compile(sch.mod, target=target)
     rng = np.random.default_rng(seed)
     arrays = _random_args(mod["main"], rng)
-    outputs = _run(tuned, [a.copy() for a in arrays])
+    outputs = _run(tuned, [a.copy() for a in arrays], target)
     expected = numpy_reference(task, arrays)
     reference = "numpy"
     if expected is None:
         reference = "untuned TVM build"
-        expected = _run(tvm.compile(mod, target=target), [a.copy() for a in arrays])[-1]
+        expected = _run(tvm.compile(mod, target=target), [a.copy() for a in arrays], target)[-1]
     error = float(np.max(np.abs(outputs[-1].astype(np.float64) - expected)))
     scale = float(np.max(np.abs(expected))) or 1.0
     return ApplyReport(task, best.mean_s, error, reference, error <= 1e-4 * scale + 1e-5)

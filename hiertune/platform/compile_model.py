@@ -18,6 +18,7 @@ from hiertune.errors import HiertuneError
 from hiertune.platform.records import RecordStore
 from hiertune.workloads import Workload
 from hiertune.workloads.models import Model
+from hiertune.workloads.tvm_support import target_device
 
 # Outputs match the source framework when max |tvm - ref| <= RTOL * max |ref| + ATOL, per output.
 RTOL, ATOL = 1e-3, 1e-4
@@ -139,20 +140,20 @@ def vm_outputs(result: Any) -> list[np.ndarray]:
     return flat
 
 
-def run_vm(executable_or_module: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
+def run_vm(executable_or_module: Any, arrays: list[np.ndarray], target: Any) -> list[np.ndarray]:
     import tvm
     from tvm import relax
 
-    dev = tvm.cpu()
+    dev = target_device(target)
     vm = relax.VirtualMachine(executable_or_module, dev)
     return vm_outputs(vm["main"](*[tvm.runtime.tensor(a, dev) for a in arrays]))
 
 
-def check_outputs(model: Model, executable: Any, seed: int = 0) -> CheckResult:
+def check_outputs(model: Model, executable: Any, target: Any, seed: int = 0) -> CheckResult:
     """The compiled model against the source framework on random inputs, within RTOL/ATOL."""
     arrays = model.random_inputs(seed)
     reference, expected = model.reference(arrays)
-    actual = run_vm(executable, arrays)
+    actual = run_vm(executable, arrays, target)
     if len(actual) != len(expected):
         raise HiertuneError(f"model {model.name}: TVM returned {len(actual)} outputs, {reference} {len(expected)}")
     worst, worst_scale, ok = 0.0, 1.0, True

@@ -3,6 +3,8 @@
 Every contender runs at the same thread count: TVM untuned (default pipeline), TVM with each records
 file, PyTorch eager, `torch.compile`, ONNX Runtime (the model exported to ONNX when it came from
 torch). Samples alternate between contenders each repeat, so a noisy neighbour slows all alike.
+On a GPU target every contender runs on GPU 0 (ONNX Runtime through its CUDA provider, where the
+installed build has one) and each call waits for the device, so a sample is a whole inference.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from hiertune.platform.compile_model import build_tuned, build_untuned, check_records_target, task_status
 from hiertune.platform.records import RecordStore
 from hiertune.workloads.models import Model
+from hiertune.workloads.tvm_support import target_device
 
 UNTUNED = "TVM untuned"
 EAGER = "PyTorch eager"
@@ -64,15 +67,24 @@ def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _tvm_runner(executable: Any, arrays: list[Any]) -> Callable[[], Any]:
+def _on_gpu(target: Any) -> bool:
+    return target.kind.name != "llvm"
+
+
+def _tvm_runner(executable: Any, arrays: list[Any], target: Any) -> Callable[[], Any]:
     import tvm
     from tvm import relax
 
-    dev = tvm.cpu()
+    dev = target_device(target)
     vm = relax.VirtualMachine(executable, dev)
     tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
     main = vm["main"]
-    return lambda: main(*tensors)
+
+    def call() -> Any:
+        result = main(*tensors)
+        dev.sync()  # GPU launches return at once; a sample must include the kernels
+        return result
+    return call
 
 
 def onnx_file(model: Model, work_dir: Path) -> Path:
@@ -104,40 +116,18 @@ def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], tar
                work_dir: Path, torch_compile: bool = True) -> list[Contender]:
     """Every contender, built and run once. `records` are (label, records file) pairs."""
     arrays = model.random_inputs()
-    out = [_attempt(UNTUNED, lambda: _tvm_runner(build_untuned(model, target), arrays))]
+    out = [_attempt(UNTUNED, lambda: _tvm_runner(build_untuned(model, target), arrays, target))]
     out[0].tasks, out[0].tuned_tasks = len(workload.tasks), 0
     for label, path in records:
         store = RecordStore(path)
         check_records_target(store, target)
         database = store.to_database()
         status = task_status(workload, database, store, target)
-        contender = _attempt(f"TVM + {label}", lambda: _tvm_runner(build_tuned(model, database, target), arrays))
+        contender = _attempt(f"TVM + {label}", lambda: _tvm_runner(build_tuned(model, database, target), arrays, target))
         contender.tasks, contender.tuned_tasks = len(status), sum(s.tuned for s in status)
         out.append(contender)
     if model.torch_module is not None:
-        import torch
-
-        inputs = [torch.from_numpy(a) for a in arrays]
-
-        def eager() -> Callable[[], Any]:
-            def call() -> Any:
-                with torch.no_grad():
-                    return model.torch_module(*inputs)
-            return call
-
-        def compiled() -> Callable[[], Any]:
-            fn = torch.compile(model.torch_module)
-
-            def call() -> Any:
-                with torch.no_grad():
-                    return fn(*inputs)
-            return call
-
-        out.append(_attempt(EAGER, eager))
-        if torch_compile:
-            out.append(_attempt(TORCH_COMPILE, compiled))
-        else:
-            out.append(Contender(TORCH_COMPILE, None, note="skipped (--no-torch-compile)"))
+        out += _torch_contenders(model, arrays, _on_gpu(target), torch_compile)
     else:
         note = "n/a: ONNX model"
         out += [Contender(EAGER, None, note=note), Contender(TORCH_COMPILE, None, note=note)]
@@ -145,14 +135,44 @@ def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], tar
     def ort_session() -> Callable[[], Any]:
         import onnxruntime as ort
 
+        provider = "CUDAExecutionProvider" if _on_gpu(target) else "CPUExecutionProvider"
+        if provider not in ort.get_available_providers():
+            raise RuntimeError(f"this onnxruntime build has no {provider} (pip install onnxruntime-gpu)")
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        session = ort.InferenceSession(str(onnx_file(model, work_dir)), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(onnx_file(model, work_dir)), options, providers=[provider])
         feeds = {i.name: a for i, a in zip(session.get_inputs(), arrays)}
         return lambda: session.run(None, feeds)
 
     out.append(_attempt(ORT, ort_session))
+    return out
+
+
+def _torch_contenders(model: Model, arrays: list[Any], gpu: bool, torch_compile: bool) -> list[Contender]:
+    """PyTorch eager and `torch.compile` on the model's own module, on GPU 0 for a GPU target."""
+    import copy
+
+    import torch
+
+    module, inputs = model.torch_module, [torch.from_numpy(a) for a in arrays]
+    if gpu:  # a copy: the output check keeps using the CPU module
+        module, inputs = copy.deepcopy(module).to("cuda"), [t.to("cuda") for t in inputs]
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+
+    def runner(fn: Callable[..., Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            with torch.no_grad():
+                result = fn(*inputs)
+            sync()
+            return result
+        return call
+
+    out = [_attempt(EAGER, lambda: runner(module))]
+    if torch_compile:
+        out.append(_attempt(TORCH_COMPILE, lambda: runner(torch.compile(module))))
+    else:
+        out.append(Contender(TORCH_COMPILE, None, note="skipped (--no-torch-compile)"))
     return out
 
 

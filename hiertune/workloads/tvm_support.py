@@ -111,6 +111,13 @@ def target_device_type(target: Any) -> str:
     return {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
 
 
+def target_device(target: Any) -> Any:
+    """The tvm device a target's code runs on (device 0 of its kind): `tvm.cpu()` for llvm."""
+    import tvm
+
+    return tvm.device(target_device_type(target), 0)
+
+
 def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
     """MetaSchedule's default build without re-importing the tensor intrinsics in every worker."""
     from tvm.driver import build as tvm_build
