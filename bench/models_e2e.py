@@ -90,17 +90,22 @@ def records_profile(workload: Any, path: Path) -> dict[str, Any]:
             "slowest_tuned_tasks": sorted(tuned, key=lambda r: -r["weighted_best_ms"])[:5]}
 
 
+def is_trial(line: str) -> bool:
+    """A tuner's measurement (not a workload line, nor TVM's default schedule measured beside them)."""
+    return '"kind":"measure"' in line and '"tuner":"default"' not in line
+
+
 def records_trials(path: Path) -> int:
     if not path.exists():
         return 0
-    return sum(1 for line in path.open() if '"kind":"measure"' in line)
+    return sum(1 for line in path.open() if is_trial(line))
 
 
 def first_trials(path: Path, n: int, out: Path) -> Path:
-    """A copy of a records file that keeps its first `n` measurements (and every workload line)."""
+    """A copy of a records file that keeps its first `n` trials (and every other line)."""
     kept, lines = 0, []
     for line in path.open():
-        if '"kind":"measure"' in line:
+        if is_trial(line):
             if kept >= n:
                 continue
             kept += 1
@@ -151,7 +156,7 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
         commands.append(cmd)
         mark = log.stat().st_size if log.exists() else 0
         run_step(cmd, log)
-        text = log.read_text()[mark:]
+        text = log.read_bytes()[mark:].decode("utf-8", errors="replace")  # mark counts bytes, not characters
         found = text.find("check vs")
         checks[tuner] = " ".join(text[found:].split())[:260] if found >= 0 else "no check line"
     bench_json = work / f"{name}_benchmark.json"
@@ -217,7 +222,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     quick = result.get("quick", {})
     if not quick:
         return
-    contenders = ["TVM + harl", "TVM + metaschedule", "PyTorch eager", "torch.compile", "ONNX Runtime"]
+    contenders = ["TVM + harl", "TVM + metaschedule", "TVM untuned", "PyTorch eager", "torch.compile", "ONNX Runtime"]
     fig, ax = plt.subplots(figsize=(4 + 2.2 * len(quick), 4))
     width = 0.8 / len(contenders)
     for i, name in enumerate(contenders):

@@ -20,7 +20,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from hiertune.commands.common import check_outputs, progress_bar, setup_runner, workload_from_args
+    from hiertune.commands.common import (check_outputs, measure_default_schedules, progress_bar, setup_runner,
+                                          workload_from_args)
     from hiertune.platform.curves import curve_table, plot_curves, tuning_curve
     from hiertune.platform.ms_baseline import TUNER, BaselineConfig, run_baseline
     from hiertune.platform.records import RecordStore
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
                             work_dir=str(store.path.parent / "ms_work"))
     try:
         run_baseline(workload, target, runner, store, config, on_measured=lambda task, n: bar.update(n))
+        defaults = measure_default_schedules(args, workload, target, runner, store)
     finally:
         bar.close()
         runner.close()
@@ -47,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     weights = workload.task_weights
     points = tuning_curve(store, flops, weights, tuner=TUNER)
     console.print(curve_table(points, args.batch, f"MetaSchedule on {workload.name} ({target.kind.name})"))
+    if defaults:
+        console.print(defaults)
     if args.plot:
         console.print(f"curve written to {plot_curves({'MetaSchedule': points}, args.plot, workload.name)}")
     return 0

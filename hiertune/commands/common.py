@@ -23,6 +23,10 @@ def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None
                              "(0: one per node that has the target's resource; default: one runner)")
     parser.add_argument("--ray-address", default=None, help="Ray cluster to join (default: RAY_ADDRESS or local)")
     parser.add_argument("--no-ray", action="store_true", help="measure in this process instead of a Ray actor")
+    parser.add_argument("--measure-default", choices=("auto", "always", "never"), default="auto",
+                        help="after the search, measure each task's TVM default schedule once, so `compile` "
+                             "keeps it where it is faster (auto: on GPU targets, where DLight's rules can "
+                             "beat a short search; on CPU the default is untuned loops)")
 
 
 def ensure_writable(path: str | Path, flag: str) -> Path:
@@ -118,6 +122,22 @@ def setup_runner(args: argparse.Namespace, target: Any) -> Any:
 
         return create_pool(config, num_runners=runners or None)
     return create_runner(config, use_ray=not args.no_ray)
+
+
+def measure_default_schedules(args: argparse.Namespace, workload: Any, target: Any, runner: Any, store: Any) -> str:
+    """`--measure-default`'s step, run while the runner is up; a line saying what it measured."""
+    from hiertune.platform.default_schedules import measure_defaults
+    from hiertune.workloads.tvm_support import is_gpu_target
+
+    if args.measure_default == "never" or (args.measure_default == "auto" and not is_gpu_target(target)):
+        return ""
+    records = measure_defaults(workload, target, runner, store)
+    if not records:
+        return ""
+    ok = [r for r in records if r.ok]
+    faster = sum(1 for r in ok if store.best(r.task) is r)
+    return (f"TVM default schedules measured for {len(records)} task(s) ({len(records) - len(ok)} failed); "
+            f"the default is the best measured on {faster}")
 
 
 def progress_bar(total: int, initial: int, description: str) -> Any:

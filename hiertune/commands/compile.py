@@ -74,6 +74,7 @@ def status_table(name: str, status: list) -> object:
     for column in ("task", "weight", "schedule", "best (ms)", "tuner"):
         table.add_column(column, justify="left" if column in ("task", "schedule", "tuner") else "right")
     for s in sorted(status, key=lambda s: s.tuned):
-        table.add_row(s.name, str(s.weight), "tuned" if s.tuned else "[red]TVM default[/]",
+        schedule = "tuned" if s.tuned else "TVM default (faster)" if s.best_s is not None else "[red]TVM default[/]"
+        table.add_row(s.name, str(s.weight), schedule,
                       f"{s.best_s * 1e3:.4f}" if s.best_s is not None else "-", s.tuner)
     return table

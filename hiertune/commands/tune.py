@@ -38,7 +38,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from hiertune.commands.common import check_outputs, progress_bar, setup_runner, workload_from_args
+    from hiertune.commands.common import (check_outputs, measure_default_schedules, progress_bar, setup_runner,
+                                          workload_from_args)
     from hiertune.commands.config_args import config_from_args
     from hiertune.platform.harl_search import ABLATIONS, HarlConfig, HarlSearch
     from hiertune.platform.records import RecordStore
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
         result = search.run(on_round=on_round)
         bar.close()
+        defaults = measure_default_schedules(args, workload, target, runner, store)
     finally:
         runner.close()
 
@@ -78,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         f"search {result.search_s:.1f} s for {result.new_trials} new trials = "
         f"{result.search_s_per_trial:.3f} s/trial (RL + cost model + replay); measurement {result.measure_s:.1f} s"
     )
+    if defaults:
+        console.print(defaults)
     if args.plot:
         path = plot_run(workload, store, args.plot)
         console.print(f"plot -> {path}")

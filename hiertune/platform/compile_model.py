@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from hiertune.errors import HiertuneError
+from hiertune.platform.default_schedules import TUNER as DEFAULT_TUNER, dlight_rules
 from hiertune.platform.records import RecordStore
 from hiertune.workloads import Workload
 from hiertune.workloads.models import Model
-from hiertune.workloads.tvm_support import target_device
+from hiertune.workloads.tvm_support import is_gpu_target, target_device
 
 # Outputs match the source framework when max |tvm - ref| <= RTOL * max |ref| + ATOL, per output.
 RTOL, ATOL = 1e-3, 1e-4
@@ -79,13 +80,15 @@ def write_json_database(store: RecordStore, folder: Path) -> Any:
 
 
 def task_status(workload: Workload, database: Any, store: RecordStore, target: Any) -> list[TaskStatus]:
-    """Which tasks the database holds a schedule for (they run tuned); the rest fall back to TVM's default."""
+    """Which tasks run a tuned schedule; the rest run TVM's default (measured, where its record is
+    the task's best, `tuner` "default"; else unmeasured)."""
     status = []
     for task in workload.tasks:
-        tuned = database.query_ir_module(task.mod, target, task.name) is not None
+        recorded = database.query_ir_module(task.mod, target, task.name) is not None
         best = store.best(task.name) if task.name in store.workloads else None
-        status.append(TaskStatus(task.name, task.weight, tuned, best.mean_s if (tuned and best) else None,
-                                 best.tuner if (tuned and best) else ""))
+        found = recorded and best is not None
+        status.append(TaskStatus(task.name, task.weight, found and best.tuner != DEFAULT_TUNER,
+                                 best.mean_s if found else None, best.tuner if found else ""))
     return status
 
 
@@ -103,11 +106,10 @@ def build_tuned(model: Model, database: Any, target: Any) -> Any:
 
     with target, database, tvm.transform.PassContext(opt_level=3):
         scheduled = relax.transform.MetaScheduleApplyDatabase()(fuse_for_tasks(model.relax_mod))
-        if target.kind.name != "llvm":  # GPU kernels must be scheduled to run at all: DLight's defaults
+        if is_gpu_target(target):  # GPU kernels must be scheduled to run at all: DLight's defaults
             from tvm.s_tir import dlight as dl
 
-            scheduled = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                                dl.gpu.GeneralReduction(), dl.gpu.Fallback())(scheduled)
+            scheduled = dl.ApplyDefaultSchedule(*dlight_rules())(scheduled)
         return relax.build(scheduled, target=target, relax_pipeline=tvm.transform.Sequential(_lowering(target)))
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from hiertune.platform.compile_model import build_tuned, build_untuned, check_records_target, task_status
 from hiertune.platform.records import RecordStore
 from hiertune.workloads.models import Model
-from hiertune.workloads.tvm_support import target_device
+from hiertune.workloads.tvm_support import is_gpu_target, target_device
 
 UNTUNED = "TVM untuned"
 EAGER = "PyTorch eager"
@@ -65,10 +65,6 @@ def set_threads(threads: int) -> None:
     if config is not None:
         config(1, threads)  # 1 = big cores first, the pool's default affinity
     torch.set_num_threads(threads)
-
-
-def _on_gpu(target: Any) -> bool:
-    return target.kind.name != "llvm"
 
 
 def _tvm_runner(executable: Any, arrays: list[Any], target: Any) -> Callable[[], Any]:
@@ -127,7 +123,7 @@ def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], tar
         contender.tasks, contender.tuned_tasks = len(status), sum(s.tuned for s in status)
         out.append(contender)
     if model.torch_module is not None:
-        out += _torch_contenders(model, arrays, _on_gpu(target), torch_compile)
+        out += _torch_contenders(model, arrays, is_gpu_target(target), torch_compile)
     else:
         note = "n/a: ONNX model"
         out += [Contender(EAGER, None, note=note), Contender(TORCH_COMPILE, None, note=note)]
@@ -135,7 +131,7 @@ def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], tar
     def ort_session() -> Callable[[], Any]:
         import onnxruntime as ort
 
-        provider = "CUDAExecutionProvider" if _on_gpu(target) else "CPUExecutionProvider"
+        provider = "CUDAExecutionProvider" if is_gpu_target(target) else "CPUExecutionProvider"
         if provider not in ort.get_available_providers():
             raise RuntimeError(f"this onnxruntime build has no {provider} (pip install onnxruntime-gpu)")
         options = ort.SessionOptions()

@@ -111,6 +111,11 @@ def target_device_type(target: Any) -> str:
     return {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
 
 
+def is_gpu_target(target: Any) -> bool:
+    """Does the target's code run on a GPU (its kernels then need thread bindings to run at all)?"""
+    return target.kind.name not in ("llvm", "c")
+
+
 def target_device(target: Any) -> Any:
     """The tvm device a target's code runs on (device 0 of its kind): `tvm.cpu()` for llvm."""
     import tvm
