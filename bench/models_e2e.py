@@ -140,7 +140,8 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
         records[tuner] = path
         command = "tune" if tuner == "harl" else "baseline"
         cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", target,
-                       "--runner-cores", runner_cores(target), *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
+                       "--runner-cores", runner_cores(target),
+                       *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
         commands.append(cmd)
         if tune and records_trials(path) < trials:
             run_step(cmd, log)

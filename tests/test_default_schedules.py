@@ -13,27 +13,34 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from hiertune.platform.apply import apply_best  # noqa: E402
 from hiertune.platform.compile_model import task_status  # noqa: E402
 from hiertune.platform.default_schedules import TUNER, default_schedule, measure_defaults  # noqa: E402
-from hiertune.platform.records import RecordStore  # noqa: E402
+from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json  # noqa: E402
 from hiertune.platform.runners import RunnerConfig, create_runner  # noqa: E402
 from hiertune.workloads import get_workload  # noqa: E402
 from hiertune.workloads.models import load_model, model_workload  # noqa: E402
 
 
-def test_dlight_default_replays_from_a_database_record_on_cuda():
-    """No GPU needed: the record's trace, replayed by MetaSchedule on the task, gives DLight's kernel."""
+def test_dlight_defaults_round_trip_through_a_records_file_on_cuda(tmp_path):
+    """No GPU needed: each task's DLight schedule, stored as a JSON record (the convolutions' carry
+    an IndexMap) and replayed by MetaSchedule from the reloaded file, is DLight's kernel."""
     target = make_target("cuda")
     workload = model_workload(load_model("tiny-convnet"), target)
-    database = ms.database.MemoryDatabase()
+    store = RecordStore(tmp_path / "defaults.jsonl")
+    schedules = {}
     for task in workload.tasks:
-        sch = default_schedule(task.mod, target)
+        sch = schedules[task.name] = default_schedule(task.mod, target)
         assert sch is not None and len(sch.trace.insts) > 0  # a GPU kernel needs thread bindings
-        record = ms.database.TuningRecord(sch.trace, database.commit_workload(task.mod), [1e-5], target,
+        record = ms.database.TuningRecord(sch.trace, ms.database.Workload(task.mod), [1e-5], target,
                                           ms.arg_info.ArgInfo.from_prim_func(task.mod["main"]))
-        database.commit_tuning_record(record)
+        store.add_workload(task.name, task.mod, task.weight)
+        store.append(MeasureRecord(task=task.name, key=trace_key(sch.trace), record=tuning_record_json(record),
+                                   latencies_s=[1e-5], tuner=TUNER))
+    assert any("transform_layout" in str(sch.trace).lower() for sch in schedules.values())
+    database = RecordStore(tmp_path / "defaults.jsonl", writer=False).to_database()
+    for task in workload.tasks:
         replayed = ms.tir_integration.compile_tir(database, task.mod, target)
         assert replayed is not None
         tvm.ir.assert_structural_equal(replayed.mod["main"].without_attr("tirx.is_scheduled"),
-                                       sch.mod["main"].without_attr("tirx.is_scheduled"))
+                                       schedules[task.name].mod["main"].without_attr("tirx.is_scheduled"))
 
 
 def test_defaults_are_measured_once_and_compile_reports_the_default_where_it_is_best(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
+from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json
 from hiertune.platform.runners import MeasureInput
 from hiertune.workloads import Workload
 from hiertune.workloads.tvm_support import is_gpu_target
@@ -55,10 +55,9 @@ def measure_defaults(workload: Workload, target: Any, runner: Any, store: Record
     todo = []
     for task in workload.tasks:
         sch = default_schedule(task.mod, target) if task.name not in done else None
-        record = _record_json(task.mod, sch, target) if sch is not None else None
-        if record is not None:
+        if sch is not None:
             store.add_workload(task.name, task.mod, task.weight)
-            todo.append((task, sch, record))
+            todo.append((task, sch, _record_json(task.mod, sch, target)))
     results = runner.measure([MeasureInput.from_schedule(sch) for _, sch, _ in todo]) if todo else []
     records = []
     for (task, sch, record), result in zip(todo, results):
@@ -71,15 +70,10 @@ def measure_defaults(workload: Workload, target: Any, runner: Any, store: Record
     return records
 
 
-def _record_json(mod: Any, sch: Any, target: Any) -> list[Any] | None:
-    """The schedule as a `TuningRecord.as_json()` list, or None where it has no JSON form:
-    MetaSchedule's conversion has no case for the IndexMap that DLight's Matmul rule passes to
-    `transform_layout`, so such a task keeps the unmeasured fallback (DLight at compile time)."""
+def _record_json(mod: Any, sch: Any, target: Any) -> list[Any]:
+    """The schedule as a `TuningRecord.as_json()` list (run_secs filled in after measuring)."""
     from tvm.s_tir import meta_schedule as ms
 
     record = ms.database.TuningRecord(sch.trace, ms.database.Workload(mod), None, target,
                                       ms.arg_info.ArgInfo.from_prim_func(mod["main"]))
-    try:
-        return list(record.as_json())
-    except TypeError:
-        return None
+    return tuning_record_json(record)

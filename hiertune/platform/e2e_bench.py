@@ -119,7 +119,8 @@ def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], tar
         check_records_target(store, target)
         database = store.to_database()
         status = task_status(workload, database, store, target)
-        contender = _attempt(f"TVM + {label}", lambda: _tvm_runner(build_tuned(model, database, target), arrays, target))
+        contender = _attempt(f"TVM + {label}",
+                             lambda: _tvm_runner(build_tuned(model, database, target), arrays, target))
         contender.tasks, contender.tuned_tasks = len(status), sum(s.tuned for s in status)
         out.append(contender)
     if model.torch_module is not None:

@@ -33,7 +33,7 @@ import numpy as np
 from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig
 from hiertune.envs.schedule_space import SpaceConfig
 from hiertune.errors import HiertuneError
-from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
+from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json
 from hiertune.platform.runners import MeasureInput, MeasureResult
 from hiertune.policies.bandits import BanditConfig, Bandits
 from hiertune.policies.candidates import (
@@ -348,7 +348,8 @@ class HarlSearch:
         latencies = result.latencies_s if result.ok else None
         record = self.spaces[candidate.task].tuning_record(candidate.state, latencies or [1e10])
         return MeasureRecord(
-            task=self.tasks[candidate.task].name, key=candidate.key, record=record.as_json(), latencies_s=latencies,
+            task=self.tasks[candidate.task].name, key=candidate.key, record=tuning_record_json(record),
+            latencies_s=latencies,
             error=None if result.ok else (result.error or "failed"), build_s=result.build_s, run_s=result.run_s,
             time=time.time(), tuner=TUNER, trial=self.trials_done() + 1,
             extra={"sketch": int(candidate.state.sketch), "round": round_id, "searched": self.searched_sketch,

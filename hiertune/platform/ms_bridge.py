@@ -16,7 +16,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
 from tvm.ir.utils import derived_object
 
-from hiertune.platform.records import MeasureRecord, RecordStore, trace_key
+from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json
 from hiertune.platform.runners import MeasureInput, MeasureRunner
 
 _TOKEN = "hiertune-deferred:"
@@ -90,7 +90,7 @@ class RecordCallback(ms.measure_callback.PyMeasureCallback):
             extra = detail[i] if i < len(detail) else None
             self.store.append(
                 MeasureRecord(
-                    task=task, key=trace_key(trace), record=record.as_json(), latencies_s=secs,
+                    task=task, key=trace_key(trace), record=tuning_record_json(record), latencies_s=secs,
                     error=None if secs else (result.error_msg or "failed"),
                     build_s=getattr(extra, "build_s", 0.0), run_s=getattr(extra, "run_s", 0.0),
                     time=time.time(), tuner="metaschedule", trial=self.trial,

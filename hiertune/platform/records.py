@@ -111,6 +111,34 @@ def lock_records(path: Path) -> None:
     _HELD_LOCKS[key] = fd
 
 
+def tuning_record_json(record: Any) -> list[Any]:
+    """`TuningRecord.as_json()`, except that an IndexMap in the trace (DLight's Matmul rule passes
+    one to `transform_layout`) becomes its `tvm.ir.save_json` string, the form the trace's own JSON
+    conversion writes and `TuningRecord.from_json` reads; MetaSchedule's record conversion has no
+    case for it and raises."""
+    from tvm.s_tir.meta_schedule import _ffi_api
+
+    return _to_python(_ffi_api.TuningRecordAsJSON(record))
+
+
+def _to_python(obj: Any) -> Any:
+    import tvm
+    from tvm.tirx import FloatImm, IndexMap, IntImm
+    from tvm_ffi import Array, Map
+
+    if obj is None or isinstance(obj, int | float | str):
+        return obj
+    if isinstance(obj, IntImm | FloatImm):
+        return obj.value
+    if isinstance(obj, Array):
+        return [_to_python(item) for item in obj]
+    if isinstance(obj, Map):
+        return {_to_python(k): _to_python(v) for k, v in obj.items()}
+    if isinstance(obj, IndexMap):
+        return tvm.ir.save_json(obj)
+    raise TypeError(f"a tuning record holds a {type(obj).__name__}, which has no JSON form here")
+
+
 def trace_key(trace: Any) -> str:
     """A stable identity for a schedule: the hash of its trace (instructions and decisions)."""
     text = json.dumps(trace.as_json(remove_postproc=True), sort_keys=True, default=str)
