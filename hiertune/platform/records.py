@@ -115,7 +115,8 @@ def tuning_record_json(record: Any) -> list[Any]:
     """`TuningRecord.as_json()`, except that an IndexMap in the trace (DLight's Matmul rule passes
     one to `transform_layout`) becomes its `tvm.ir.save_json` string, the form the trace's own JSON
     conversion writes and `TuningRecord.from_json` reads; MetaSchedule's record conversion has no
-    case for it and raises."""
+    case for it and raises. (The trace's own `as_json` cannot be reused here: it leaves IntImm
+    objects, which `json.dumps` refuses.)"""
     from tvm.s_tir.meta_schedule import _ffi_api
 
     return _to_python(_ffi_api.TuningRecordAsJSON(record))
