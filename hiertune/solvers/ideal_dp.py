@@ -26,6 +26,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from hiertune.errors import HiertuneError
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
@@ -36,6 +38,7 @@ from hiertune.solvers.ilp import (
     PartitionResult,
     check_partition,
     evaluate_partition,
+    graph_arrays,
     tensors,
 )
 
@@ -104,13 +107,11 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
     bits = bit_graph(graph)
     param, pred_mask, succ, made_bytes, read = bits.param, bits.pred_mask, bits.succ, bits.made_bytes, bits.reads
     outside_base = ~base
-    base_nodes = _members_of(base)
     free_nodes = sorted(free) if free is not None else [v for v in range(n) if outside_base >> v & 1]
     is_free = bytearray(n)
     for v in free_nodes:
         is_free[v] = 1
-    base_cut = sum(nbytes for u in base_nodes for mask, nbytes in bits.makes[u] if mask & outside_base)
-    masks, weight, cut = [base], [sum(param[v] for v in base_nodes)], [base_cut]
+    masks, weight, cut = [base], *_base_weight_and_cut(graph, base)
     ready: list[tuple[int, ...]] = [tuple(v for v in free_nodes if not pred_mask[v] & outside_base)]
     children: list[list[tuple[int, int]]] = [[]]
     index: dict[int, int] = {base: 0}
@@ -146,6 +147,21 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
             raise IdealDpLimitError(f"the ideal DP of {graph.name!r} ran out of time building the lattice")
         frontier = nxt
     return IdealLattice(weight, cut, children, masks)
+
+
+def _base_weight_and_cut(graph: OpGraph, base: int) -> tuple[list[int], list[int]]:
+    """The parameter bytes of the ideal `base` and the bytes it sends out, in numpy: a window's
+    boundary base holds most of the graph, and summing it node by node cost as much as the walk."""
+    if not base:
+        return [0], [0]
+    arrays = graph_arrays(graph)
+    inside = np.zeros(graph.num_nodes, dtype=bool)
+    inside[_members_of(base)] = True
+    cut = 0
+    if arrays.producer.size:
+        read_outside = np.logical_or.reduceat(~inside[arrays.consumers], arrays.first_consumer)
+        cut = int(arrays.nbytes[inside[arrays.producer] & read_outside].sum())
+    return [int(arrays.param[inside].sum())], [cut]
 
 
 def _members_of(mask: int) -> list[int]:

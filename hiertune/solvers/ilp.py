@@ -267,7 +267,9 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
     else:
         if len(allowed) != n:
             raise PartitionError(f"allowed has {len(allowed)} sets for {n} nodes of {graph.name!r}")
-        sets = [sorted(k for k in a if 0 <= k < num_stages) for a in allowed]
+        sets = [sorted(a) for a in allowed]
+        sets = [ks if not ks or (ks[0] >= 0 and ks[-1] < num_stages) else [k for k in ks if 0 <= k < num_stages]
+                for ks in sets]  # out-of-range stages are dropped; checking the ends is enough
     for v, ks in enumerate(sets):
         if not ks:
             raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")

@@ -63,6 +63,7 @@ from hiertune.solvers.ilp import (
     check_partition,
     evaluate_objectives,
     evaluate_partition,
+    graph_arrays,
     solve_partition,
 )
 from hiertune.solvers.window_dp import WINDOW_MAX_IDEALS, ideals_lower_bound, too_wide_to_enumerate
@@ -270,14 +271,18 @@ def boundary_windows(graph: OpGraph, stages: list[int], gamma: float) -> dict[in
     """Per boundary b of `stages`: the nodes re-opened around it (see the module docstring)."""
     if gamma < 0:
         raise HiertuneError(f"gamma must be >= 0 (got {gamma}); use math.inf for the exact ILP")
-    level = window_levels(graph)
+    level = graph.memo("incilp.window_level_array", lambda g: np.asarray(window_levels(g), dtype=np.int64))
+    arrays = graph_arrays(graph)
+    stage = np.asarray(stages, dtype=np.int64)
+    first, last = stage[arrays.edge_src], stage[arrays.edge_dst]
     ranges: dict[int, tuple[int, int]] = {}
-    for e in graph.edges:
-        for b in range(stages[e.src], stages[e.dst]):  # the edge crosses boundaries src..dst-1
-            lo, hi = ranges.get(b, (level[e.src], level[e.dst]))
-            ranges[b] = (min(lo, level[e.src]), max(hi, level[e.dst]))
+    for e in np.flatnonzero(first < last).tolist():  # only the cut edges (numpy finds them)
+        src_level, dst_level = int(level[arrays.edge_src[e]]), int(level[arrays.edge_dst[e]])
+        for b in range(int(first[e]), int(last[e])):  # the edge crosses boundaries first..last-1
+            lo, hi = ranges.get(b, (src_level, dst_level))
+            ranges[b] = (min(lo, src_level), max(hi, dst_level))
     return {
-        b: {v for v, lv in enumerate(level) if lo - gamma <= lv <= hi + gamma}
+        b: set(np.flatnonzero((level >= lo - gamma) & (level <= hi + gamma)).tolist())
         for b, (lo, hi) in ranges.items()
     }
 

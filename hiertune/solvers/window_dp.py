@@ -49,8 +49,11 @@ _INF = np.iinfo(np.int64).max // 4
 
 def monotone_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] | None) -> list[list[int]]:
     """`propagate_allowed` repeated until nothing changes: then every node's first and last allowed
-    stage is at least its predecessors' (one pass can leave a gap in a non-contiguous set)."""
+    stage is at least its predecessors' (one pass can leave a gap in a non-contiguous set). Where
+    every set is an interval, as in an `adjacent` window, one pass is already the fixed point."""
     sets = propagate_allowed(graph, num_stages, allowed)
+    if allowed is None or all(len(a) < 2 or max(a) - min(a) < len(a) for a in allowed):
+        return sets
     while True:
         tighter = propagate_allowed(graph, num_stages, [set(ks) for ks in sets])
         if tighter == sets:
