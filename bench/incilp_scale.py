@@ -19,6 +19,8 @@ became as good as Inc-ILP's plan from the default start, else the limit.
 Inc-ILP's window solve, like the CP-SAT baseline, runs on 1 and on 2 workers and the faster
 counts (one worker is a single search strategy, two a portfolio: on some graphs one is 30x
 faster than the other, in both directions; for the window DP, single-threaded, it is a repeat).
+Each worker count's time is the median of three runs; every baseline is one run, the fastest of
+its cold and hinted runs counting.
 
 Cases run cheapest first (|V| x K), so a stopped run holds as many cases as it could. Results
 are written after every case; a stopped run resumes from what it wrote.
@@ -90,10 +92,26 @@ def synthetic_graph(name: str):
 
 def _incilp(graph, k: int, gamma: float, initial: str, limit: float) -> dict[str, Any]:
     """Inc-ILP with its default window backend on 1 and on 2 workers (for the window DP, a repeat),
-    the faster of those with the best plan counting (the exact CP-SAT baseline gets the same choice)."""
-    runs = [_incilp_run(graph, k, gamma, initial, limit, threads) for threads in (1, 2)]
+    the faster of those with the best plan counting (the exact CP-SAT baseline gets the same choice).
+    Each is the median of `INCILP_REPEATS` runs (see there)."""
+    runs = [_median_run(graph, k, gamma, initial, limit, threads) for threads in (1, 2)]
     best = min(runs, key=lambda r: (r["objectives"], r["seconds"]))
     return {**best, "seconds_by_workers": [r["seconds"] for r in runs]}
+
+
+INCILP_REPEATS = 3
+"""Inc-ILP runs per worker count, the median counting. One run is not a measurement where the window
+goes to a multi-threaded solver: NASNetLarge at K = 16 took 18-96 s over eight runs of one plan
+(CP-SAT's portfolio and the band check race). Where the repeats' plans differ, the worst one counts."""
+
+
+def _median_run(graph, k: int, gamma: float, initial: str, limit: float, threads: int) -> dict[str, Any]:
+    runs = sorted((_incilp_run(graph, k, gamma, initial, limit, threads) for _ in range(INCILP_REPEATS)),
+                  key=lambda r: r["seconds"])
+    median = runs[len(runs) // 2]
+    worst = max(runs, key=lambda r: r["objectives"])
+    chosen = median if worst["objectives"] == median["objectives"] else {**worst, "seconds": median["seconds"]}
+    return {**chosen, "seconds_runs": [r["seconds"] for r in runs]}
 
 
 def _incilp_run(graph, k: int, gamma: float, initial: str, limit: float, threads: int) -> dict[str, Any]:
