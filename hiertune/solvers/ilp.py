@@ -454,12 +454,14 @@ def prepare_graph(graph: OpGraph) -> None:
     graph_arrays(graph)
     graph.predecessors()
     graph.successors()
-    graph.asap_levels()  # the Inc-ILP window's levels
+    graph.asap_levels()
     graph.memo("ilp.node_pairs", _node_pairs)
     graph.memo("ilp.order", _order_array)
     from hiertune.solvers.ideal_dp import bit_graph  # the DPs' view of the graph (ideal_dp imports this module)
+    from hiertune.solvers.incilp import prepare_windows  # Inc-ILP's window levels (incilp imports it too)
 
     bit_graph(graph)
+    prepare_windows(graph)
 
 
 def check_objectives(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
