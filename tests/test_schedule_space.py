@@ -354,3 +354,61 @@ def test_a_stored_trace_without_the_sketchs_dead_getter_still_matches_it() -> No
     assert _instruction_shape(stored) == _instruction_shape(sketch)
     other = [*stored[:5], ["Annotate", ["b0", 64], ["meta_schedule.parallel"], []]]  # another block
     assert _instruction_shape(other) != _instruction_shape(sketch)
+
+
+def test_gpu_fills_with_threads_out_of_range_are_rejected_before_the_postprocs():
+    """On a GPU sketch most random fills bind fewer threads than a warp (or more than a block
+    holds). The space rejects those from the replayed loops, before the postprocs; the check must
+    never reject a fill that MetaSchedule's postprocs (VerifyGPUCode) accept. No GPU needed."""
+    from tvm.s_tir.meta_schedule.testing.te_workload import create_te_workload
+
+    from hiertune.envs import tir_loops
+    from hiertune.envs.schedule_space import ScheduleSpace
+
+    space = ScheduleSpace(create_te_workload("GMM", 0), make_target("cuda"), seed=0)
+    rng = np.random.default_rng(0)
+    rejected = accepted = drawn = 0
+    for sketch in space.sketches:
+        for _ in range(12):
+            sch = space._apply(sketch, None, int(rng.integers(1, 2**31 - 1)))
+            if sch is None:
+                continue
+            drawn += 1
+            out_of_range = tir_loops.thread_extents_out_of_range(sch.mod["main"])
+            sch.enter_postproc()
+            ok = all(postproc.apply(sch) for postproc in space.postprocs)
+            assert not (out_of_range and ok), "the thread check rejected a fill the postprocs accept"
+            rejected += out_of_range
+            accepted += ok
+    assert rejected > 0 and accepted > 0
+    # read from the trace, the same range holds before any replay: fills are drawn within it and
+    # the mask hides tile edits that leave it
+    assert all(sketch.thread_ranges for sketch in space.sketches)
+    replays = space.stats["replays"]
+    fills = [space.random_state(0, np.random.default_rng(seed)) for seed in range(4)]
+    assert not any(tir_loops.thread_extents_out_of_range(state.sch.mod["main"]) for state in fills)
+    assert (space.stats["replays"] - replays) / len(fills) <= 0.5 * drawn / accepted  # replays per valid fill
+    sketch = space.sketches[fills[0].sketch]
+    for action in np.flatnonzero(space.action_mask(fills[0])):
+        edit = ea.decode(int(action))
+        if edit.kind == "tile":
+            slot = sketch.tile_slots[edit.inst]
+            moved = ea.move_tile_factor(fills[0].decisions[slot], edit.src, edit.dst,
+                                        sketch.tile_max_innermost[edit.inst], edit.whole, edit.largest)
+            assert space._threads_hold(sketch, fills[0].decisions, slot, moved)
+
+
+def test_tile_draws_follow_tvms_perfect_tile_distribution():
+    """Fills drawn by `gpu_threads.sample_tile` must not bias the search: uniform over the perfect
+    tilings within the innermost cap, as TVM's SamplePerfectTile. 512 into 4 levels, innermost
+    <= 64: innermost 2^k in C(11 - k, 2) of the 210 tilings."""
+    from math import comb
+
+    from hiertune.envs.gpu_threads import sample_tile
+
+    rng = np.random.default_rng(0)
+    draws = [sample_tile(512, 4, 64, rng) for _ in range(4000)]
+    assert all(np.prod(d) == 512 and d[-1] <= 64 for d in draws)
+    for k in range(7):
+        expected = comb(11 - k, 2) / 210
+        assert abs(sum(d[-1] == 2**k for d in draws) / len(draws) - expected) < 0.025

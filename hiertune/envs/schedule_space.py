@@ -34,6 +34,11 @@ Edits (layout and decoding in `edit_actions`):
 
 An edit whose replay or postproc fails returns the unchanged state (a no-op) and is remembered,
 so `action_mask` hides it from then on; the mask also hides edits that are illegal on their face.
+
+GPU sketches bound each tiled block's threads (a warp at least, the target's limit at most), and
+most random tilings break that. Read from the trace (`gpu_threads`), the bound is a product of tile
+decisions: random fills draw their tiles within it, the mask hides tile edits that leave it, and a
+replayed schedule that still breaks it is refused before the postprocs (`tir_loops`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from hiertune.envs import edit_actions as ea
+from hiertune.envs import gpu_threads
 from hiertune.envs import tir_loops
 from hiertune.errors import HiertuneError
 
@@ -74,7 +80,9 @@ class SpaceConfig:
     """Knobs of a schedule space."""
 
     seed: int = 0  # ScheduleSpace sets it from its `seed` argument (MetaSchedule's rand_state)
-    random_fill_tries: int = 64  # random fills whose postproc fails are redrawn (GPU fills often fail)
+    random_fill_tries: int = 256  # random fills whose postproc fails are redrawn: on a GPU conv3d sketch
+    #   about 1 in 25 fills within the thread range passes VerifyGPUCode (shared memory), and 64 tries
+    #   left a sketch without any fill in 2 of 18 draws, which stopped the search; CPU fills rarely fail
     memo_size: int = 1024  # (state, action) -> next state cache; tracks revisit states (~76 KiB a C2D state)
     num_threads: int = 1  # TuneContext threads (feature extraction)
     whole_tile_moves: bool = True  # tile edits may also move a level's whole factor (False: one
@@ -180,6 +188,8 @@ class Sketch:
     shape: tuple[str, ...]  # every instruction as JSON minus tunable values: matches records to sketches
     decision_kinds: tuple[tuple[Any, ...], ...] = ()  # per sampling instruction: its kind and fixed
     #   attributes (tile levels and innermost cap, categorical size, placed block), in trace order
+    tile_extents: tuple[int, ...] = ()  # the loop extent each SamplePerfectTile splits
+    thread_ranges: tuple[gpu_threads.ThreadRange, ...] = ()  # GPU sketches: threads per block allowed
 
 
 @dataclass(eq=False)
@@ -259,7 +269,8 @@ class ScheduleSpace:
         self.flops = float(tvm.s_tir.analysis.estimate_tir_flops(self.mod))
         self._memo: OrderedDict[tuple, ScheduleState | None] = OrderedDict()
         self._consumer_cache: dict[str, list[str]] = {}
-        self.stats = {"replays": 0, "failed": 0}
+        self.stats = {"replays": 0, "failed": 0, "thread_extent": 0}
+        self.bounds_threads = target.kind.name not in ("llvm", "c")  # only GPU rules bound a block's threads
 
     @property
     def num_sketches(self) -> int:
@@ -270,6 +281,7 @@ class ScheduleSpace:
         trace = space.trace
         insts = list(trace.insts)
         tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots = [], [], [], [], []
+        tile_extents: list[int] = []
         slot = -1  # position of the sampling instruction in the decision tuple
         loc_blocks: list[str] = []
         kinds: list[tuple[Any, ...]] = []
@@ -292,6 +304,7 @@ class ScheduleSpace:
             if kind == SAMPLE_TILE:
                 tile_slots.append(slot)
                 tile_inner.append(int(_py(inst.attrs[1])))
+                tile_extents.append(math.prod(int(f) for f in _py(trace.get_decision(inst))))
                 kinds.append((kind, int(_py(inst.attrs[0])), tile_inner[-1]))
                 if anchor is None:
                     anchor = loop_block.get(hash(inst.inputs[0])) or None
@@ -317,6 +330,8 @@ class ScheduleSpace:
             anchor=anchor, parallel_default=parallel_default,
             shape=_instruction_shape(trace.as_json()[0]),
             decision_kinds=tuple(kinds),
+            tile_extents=tuple(tile_extents),
+            thread_ranges=gpu_threads.read_thread_ranges(insts),
         )
 
     def _consumers(self, block: str) -> list[str]:
@@ -334,7 +349,7 @@ class ScheduleSpace:
             given = {}
         else:
             samples = [i for i in sk.insts if i.kind.name.startswith("Sample")]
-            given = {inst: _tvm_decision(d) for inst, d in zip(samples, decisions)}
+            given = {inst: _tvm_decision(d) for inst, d in zip(samples, decisions) if d is not None}  # None: sampled
         trace = s_tir.schedule.Trace(sk.insts, given)
         sch = s_tir.Schedule(self.mod, seed=seed, debug_mask="none", error_render_level="none")
         self.stats["replays"] += 1
@@ -351,8 +366,13 @@ class ScheduleSpace:
 
     def _finish(self, sk: Sketch, sch: Any, parallel_extent: int | None) -> ScheduleState | None:
         """Parallel override, postprocs and read-back of a replayed schedule."""
-        decisions = self._read_decisions(sch)
         func = sch.mod["main"]
+        if self.bounds_threads and tir_loops.thread_extents_out_of_range(func):
+            # VerifyGPUCode would reject it after the postprocs before it (several ms on a GPU
+            # sketch): about two thirds of the random fills of one bind fewer threads than a warp
+            self.stats["thread_extent"] += 1
+            return None
+        decisions = self._read_decisions(sch)
         loops = tir_loops.loops_above(func, sk.anchor) if sk.anchor else None
         infos = tir_loops.loop_infos(loops) if loops else []
         ladder = tir_loops.parallel_ladder(infos) if sk.parallel_default is not None else {}
@@ -408,14 +428,32 @@ class ScheduleSpace:
         """A random fill of a sketch: its trace replayed with fresh random decisions."""
         if not 0 <= sketch < self.num_sketches:
             raise HiertuneError(f"sketch {sketch} out of range: this task has {self.num_sketches}")
+        sk = self.sketches[sketch]
         for _ in range(self.config.random_fill_tries):
-            state = self.replay(sketch, None, None, seed=int(rng.integers(1, 2**31 - 1)))
+            tiles = self._tiles_within_thread_ranges(sk, rng) if sk.thread_ranges else None
+            state = self.replay(sketch, tiles, None, seed=int(rng.integers(1, 2**31 - 1)))
             if state is not None:
                 return state
         raise HiertuneError(
             f"sketch {sketch}: no valid random fill in {self.config.random_fill_tries} tries; "
             "the task may not suit this target"
         )
+
+    def _tiles_within_thread_ranges(self, sk: Sketch, rng: np.random.Generator,
+                                    draws: int = 4096) -> list[Any] | None:
+        """Tile decisions of a random fill (the other decisions None: sampled by the replay),
+        redrawn until every threadIdx binding of the sketch is within its block's range; None when
+        `draws` miss (the replay then samples everything, and VerifyGPUCode judges)."""
+        slots = len(sk.decision_kinds)
+        for _ in range(draws):
+            tiles = [gpu_threads.sample_tile(extent, kind[1], kind[2], rng)
+                     for extent, kind in zip(sk.tile_extents, (sk.decision_kinds[s] for s in sk.tile_slots))]
+            if all(r.holds(tiles) for r in sk.thread_ranges):
+                decisions: list[Any] = [None] * slots
+                for slot, tile in zip(sk.tile_slots, tiles):
+                    decisions[slot] = tile
+                return decisions
+        return None
 
     # ------------------------------------------------------------------ edits
     def action_mask(self, state: ScheduleState) -> np.ndarray:
@@ -435,7 +473,9 @@ class ScheduleSpace:
                     continue
                 for dst in range(len(factors)):
                     for whole, largest in moves:
-                        if dst != src and ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole, largest):
+                        moved = ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole, largest) \
+                            if dst != src else None
+                        if moved and (not sk.thread_ranges or self._threads_hold(sk, d, slot, moved)):
                             mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst, whole=whole, largest=largest))] = True
         for j, slot in enumerate(sk.loc_slots[: ea.MAX_COMPUTE_AT]):
             loc, cands = d[slot], state.loc_candidates[j]
@@ -451,6 +491,13 @@ class ScheduleSpace:
         for a in state.invalid:
             mask[a] = False
         return mask
+
+    @staticmethod
+    def _threads_hold(sk: Sketch, decisions: Sequence[Any], slot: int, tile: tuple[int, ...]) -> bool:
+        """Would `decisions` with `tile` at `slot` keep every threadIdx binding within its range?
+        (A tile edit that leaves it is masked: VerifyGPUCode would refuse the replay.)"""
+        tiles = [tile if s == slot else decisions[s] for s in sk.tile_slots]
+        return all(r.holds(tiles) for r in sk.thread_ranges)
 
     def apply(self, state: ScheduleState, action: int) -> ScheduleState:
         """The state after one edit; the same state object when the edit is a no-op or invalid."""

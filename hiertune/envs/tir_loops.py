@@ -167,6 +167,36 @@ def parallel_ladder(infos: list[LoopInfo]) -> dict[int, int]:
     return ladder
 
 
+THREAD_EXTENT_LOW = "meta_schedule.thread_extent_low_inclusive"
+THREAD_EXTENT_HIGH = "meta_schedule.thread_extent_high_inclusive"
+
+
+def thread_extents_out_of_range(func: Any) -> bool:
+    """Does a block whose schedule rule bounded its threads per block (MetaSchedule's GPU tiling
+    annotates it with THREAD_EXTENT_LOW / _HIGH: a warp at least, the target's limit at most) sit
+    under threadIdx loops whose extents multiply to outside that range? VerifyGPUCode's first check
+    (its ThreadExtentChecker) rejects exactly those, after every postproc before it has run; read
+    here from the replayed loops, before any postproc (see `ScheduleSpace`)."""
+    from tvm import tirx
+
+    stack = [(func.body, 1)]
+    while stack:
+        node, threads = stack.pop()
+        if isinstance(node, tirx.For) and node.thread_binding is not None \
+                and node.thread_binding.thread_tag.startswith("threadIdx") and hasattr(node.extent, "value"):
+            threads *= int(node.extent.value)
+        if _is_realize(node):
+            annotations = node.block.annotations
+            if THREAD_EXTENT_LOW in annotations and threads < int(annotations[THREAD_EXTENT_LOW]):
+                return True
+            if THREAD_EXTENT_HIGH in annotations and threads > int(annotations[THREAD_EXTENT_HIGH]):
+                return True
+            stack.append((node.block.body, threads))
+        else:
+            stack.extend((child, threads) for child in _children(node))
+    return False
+
+
 def postproc_parallel_counts(trace: Any) -> list[int]:
     """Loops fused into each child block's parallel loop, read from the post-processed trace.
 
