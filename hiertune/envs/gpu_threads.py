@@ -4,11 +4,11 @@ a fill or an edit breaks the block's thread range.
 MetaSchedule's GPU multi-level tiling fuses one tile level of every spatial loop and binds the
 fused loop to `threadIdx.x`, and annotates the block with the range of threads it may have (a
 warp at least, the target's `max_threads_per_block` at most; `tir_loops.THREAD_EXTENT_LOW/HIGH`).
-VerifyGPUCode rejects a schedule outside that range, but only after the replay (about 4 ms on a
-conv sketch) and every postproc before it (2-3 ms more), and two thirds of random fills fall
-outside it. Read from the sketch's trace once, the range is a product of tile decisions that is
-checked in microseconds: random fills are drawn within it and tile edits that leave it are
-refused before any replay.
+VerifyGPUCode rejects a schedule outside that range, but only after the replay and every postproc
+before it, the bulk of a GPU search's time, and most random tilings fall outside it (docs/harl.md).
+Read from the sketch's trace once, the range is a product of tile decisions that is checked in
+microseconds: random fills are drawn within it and tile edits that leave it are refused before
+any replay.
 """
 
 from __future__ import annotations

@@ -80,9 +80,8 @@ class SpaceConfig:
     """Knobs of a schedule space."""
 
     seed: int = 0  # ScheduleSpace sets it from its `seed` argument (MetaSchedule's rand_state)
-    random_fill_tries: int = 256  # random fills whose postproc fails are redrawn: on a GPU conv3d sketch
-    #   about 1 in 25 fills within the thread range passes VerifyGPUCode (shared memory), and 64 tries
-    #   left a sketch without any fill in 2 of 18 draws, which stopped the search; CPU fills rarely fail
+    random_fill_tries: int = 256  # random fills whose postproc fails are redrawn. CPU fills rarely fail; on a
+    #   GPU conv3d sketch VerifyGPUCode rejects nearly all, and a sketch with no fill stops the search
     memo_size: int = 1024  # (state, action) -> next state cache; tracks revisit states (~76 KiB a C2D state)
     num_threads: int = 1  # TuneContext threads (feature extraction)
     whole_tile_moves: bool = True  # tile edits may also move a level's whole factor (False: one
@@ -368,8 +367,8 @@ class ScheduleSpace:
         """Parallel override, postprocs and read-back of a replayed schedule."""
         func = sch.mod["main"]
         if self.bounds_threads and tir_loops.thread_extents_out_of_range(func):
-            # VerifyGPUCode would reject it after the postprocs before it (several ms on a GPU
-            # sketch): about two thirds of the random fills of one bind fewer threads than a warp
+            # VerifyGPUCode would reject it, but only after the postprocs before it (several ms on
+            # a GPU sketch); a binding the trace reader could not follow lands here
             self.stats["thread_extent"] += 1
             return None
         decisions = self._read_decisions(sch)
