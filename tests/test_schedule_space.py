@@ -356,10 +356,11 @@ def test_a_stored_trace_without_the_sketchs_dead_getter_still_matches_it() -> No
     assert _instruction_shape(other) != _instruction_shape(sketch)
 
 
-def test_gpu_fills_with_threads_out_of_range_are_rejected_before_the_postprocs():
+def test_gpu_fills_with_threads_out_of_range_are_rejected_before_the_postprocs(gmm):
     """On a GPU sketch most random fills bind fewer threads than a warp (or more than a block
     holds). The space rejects those from the replayed loops, before the postprocs; the check must
     never reject a fill that MetaSchedule's postprocs (VerifyGPUCode) accept. No GPU needed."""
+    assert not gmm.bounds_threads and not any(sketch.thread_ranges for sketch in gmm.sketches)  # CPU: untouched
     from tvm.s_tir.meta_schedule.testing.te_workload import create_te_workload
 
     from hiertune.envs import tir_loops
