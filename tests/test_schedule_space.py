@@ -413,3 +413,26 @@ def test_tile_draws_follow_tvms_perfect_tile_distribution():
     for k in range(7):
         expected = comb(11 - k, 2) / 210
         assert abs(sum(d[-1] == 2**k for d in draws) / len(draws) - expected) < 0.025
+
+
+def test_a_sketch_out_of_fresh_fills_repeats_an_earlier_one(gmm):
+    """When every try of a random fill fails (GPU sketches that VerifyGPUCode nearly always
+    rejects), the space hands back one of the sketch's earlier fills instead of stopping the
+    search; a sketch that never had a valid fill is still an error that says so."""
+    from dataclasses import replace
+
+    from hiertune.envs.schedule_space import ScheduleSpace
+    from hiertune.errors import HiertuneError
+
+    first = gmm.random_state(0, np.random.default_rng(5))
+    tries = gmm.config.random_fill_tries
+    gmm.config = replace(gmm.config, random_fill_tries=0)  # every try "fails": none is made
+    try:
+        again = gmm.random_state(0, np.random.default_rng(6))
+        assert again.key in {s.key for s in gmm._fills[0]} and gmm.stats["repeated_fills"] == 1
+        assert first.key in {s.key for s in gmm._fills[0]}
+        fresh = ScheduleSpace(gmm.mod, gmm.target, seed=0, config=gmm.config)
+        with pytest.raises(HiertuneError, match="no valid random fill"):
+            fresh.random_state(0, np.random.default_rng(0))
+    finally:
+        gmm.config = replace(gmm.config, random_fill_tries=tries)

@@ -75,6 +75,9 @@ OBS_TILE = ea.MAX_TILE_INSTS * ea.MAX_TILE_LEVELS
 OBS_DIM = OBS_TILE + ea.MAX_TILE_INSTS + ea.MAX_COMPUTE_AT + 2 + ea.MAX_CATEGORICAL + 2 + 2 + 1
 
 
+FILLS_KEPT = 8  # random fills remembered per sketch, to repeat when no new one can be found
+
+
 @dataclass(frozen=True)
 class SpaceConfig:
     """Knobs of a schedule space."""
@@ -268,7 +271,8 @@ class ScheduleSpace:
         self.flops = float(tvm.s_tir.analysis.estimate_tir_flops(self.mod))
         self._memo: OrderedDict[tuple, ScheduleState | None] = OrderedDict()
         self._consumer_cache: dict[str, list[str]] = {}
-        self.stats = {"replays": 0, "failed": 0, "thread_extent": 0}
+        self.stats = {"replays": 0, "failed": 0, "thread_extent": 0, "repeated_fills": 0}
+        self._fills: dict[int, list[ScheduleState]] = {}  # per sketch: its last FILLS_KEPT random fills
         self.bounds_threads = target.kind.name not in ("llvm", "c")  # only GPU rules bound a block's threads
 
     @property
@@ -424,7 +428,10 @@ class ScheduleSpace:
         return self.replay(sketch, state.decisions, parallel)
 
     def random_state(self, sketch: int, rng: np.random.Generator) -> ScheduleState:
-        """A random fill of a sketch: its trace replayed with fresh random decisions."""
+        """A random fill of a sketch: its trace replayed with fresh random decisions. When every
+        try fails (GPU sketches whose fills VerifyGPUCode nearly always rejects), one of the
+        sketch's earlier fills comes back instead: a repeat the search already knows, where an
+        error would stop the whole tune."""
         if not 0 <= sketch < self.num_sketches:
             raise HiertuneError(f"sketch {sketch} out of range: this task has {self.num_sketches}")
         sk = self.sketches[sketch]
@@ -432,7 +439,13 @@ class ScheduleSpace:
             tiles = self._tiles_within_thread_ranges(sk, rng) if sk.thread_ranges else None
             state = self.replay(sketch, tiles, None, seed=int(rng.integers(1, 2**31 - 1)))
             if state is not None:
+                kept = self._fills.setdefault(sketch, [])
+                kept.append(state)
+                del kept[:-FILLS_KEPT]
                 return state
+        if self._fills.get(sketch):
+            self.stats["repeated_fills"] += 1
+            return self._fills[sketch][int(rng.integers(len(self._fills[sketch])))]
         raise HiertuneError(
             f"sketch {sketch}: no valid random fill in {self.config.random_fill_tries} tries; "
             "the task may not suit this target"
