@@ -84,7 +84,7 @@ class SpaceConfig:
 
     seed: int = 0  # ScheduleSpace sets it from its `seed` argument (MetaSchedule's rand_state)
     random_fill_tries: int = 256  # random fills whose postproc fails are redrawn. CPU fills rarely fail; on a
-    #   GPU conv3d sketch VerifyGPUCode rejects nearly all, and a sketch with no fill stops the search
+    #   GPU conv3d sketch VerifyGPUCode rejects nearly all, and a sketch that never had one stops the search
     memo_size: int = 1024  # (state, action) -> next state cache; tracks revisit states (~76 KiB a C2D state)
     num_threads: int = 1  # TuneContext threads (feature extraction)
     whole_tile_moves: bool = True  # tile edits may also move a level's whole factor (False: one
