@@ -38,7 +38,8 @@ from hiertune.solvers.ilp import (
     PartitionResult,
     check_partition,
     evaluate_partition,
-    graph_arrays,
+    boundary_comm_bytes,
+    stage_param_bytes,
     tensors,
 )
 
@@ -73,7 +74,6 @@ class BitGraph:
     succ: list[list[int]]
     made_bytes: list[int]  # bytes of the tensors a node makes that someone reads
     reads: list[list[tuple[int, int]]]  # per node: (consumer mask, bytes) of the tensors it reads
-    makes: list[list[tuple[int, int]]]  # per node: (consumer mask, bytes) of the tensors it makes
 
 
 def bit_graph(graph: OpGraph) -> BitGraph:
@@ -85,16 +85,14 @@ def _build_bit_graph(graph: OpGraph) -> BitGraph:
     pred = graph.predecessors()
     made_bytes = [0] * n
     reads: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    makes: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for u, nbytes, consumers in tensors(graph):
         made_bytes[u] += nbytes
         mask = sum(1 << w for w in consumers)
-        makes[u].append((mask, nbytes))
         for w in consumers:
             reads[w].append((mask, nbytes))
     return BitGraph(param=[v.param_bytes for v in graph.nodes],
                     pred_mask=[sum(1 << u for u in set(pred[v])) for v in range(n)],
-                    succ=graph.successors(), made_bytes=made_bytes, reads=reads, makes=makes)
+                    succ=graph.successors(), made_bytes=made_bytes, reads=reads)
 
 
 def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
@@ -150,18 +148,14 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
 
 
 def _base_weight_and_cut(graph: OpGraph, base: int) -> tuple[list[int], list[int]]:
-    """The parameter bytes of the ideal `base` and the bytes it sends out, in numpy: a window's
-    boundary base holds most of the graph, and summing it node by node cost as much as the walk."""
+    """The parameter bytes of the ideal `base` and the bytes it sends out: stage 0 and boundary 0 of
+    the two-stage plan (base, rest), scored in numpy. A window's boundary base holds most of the
+    graph, and summing it node by node cost as much as the walk."""
     if not base:
         return [0], [0]
-    arrays = graph_arrays(graph)
-    inside = np.zeros(graph.num_nodes, dtype=bool)
-    inside[_members_of(base)] = True
-    cut = 0
-    if arrays.producer.size:
-        read_outside = np.logical_or.reduceat(~inside[arrays.consumers], arrays.first_consumer)
-        cut = int(arrays.nbytes[inside[arrays.producer] & read_outside].sum())
-    return [int(arrays.param[inside].sum())], [cut]
+    stages = np.ones(graph.num_nodes, dtype=np.int64)
+    stages[_members_of(base)] = 0
+    return stage_param_bytes(graph, stages, 2)[:1], boundary_comm_bytes(graph, stages, 2)
 
 
 def _members_of(mask: int) -> list[int]:
