@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from hiertune.envs.edit_actions import smallest_prime_factor
 from hiertune.envs.tir_loops import THREAD_EXTENT_HIGH, THREAD_EXTENT_LOW
 
 
@@ -91,16 +92,13 @@ def read_thread_ranges(insts: Sequence[Any]) -> tuple[ThreadRange, ...]:
 
 
 def _prime_powers(n: int) -> list[tuple[int, int]]:
-    out, p = [], 2
-    while p * p <= n:
-        if n % p == 0:
-            e = 0
-            while n % p == 0:
-                n //= p
-                e += 1
-            out.append((p, e))
-        p += 1
-    return out + ([(n, 1)] if n > 1 else [])
+    """(prime, exponent) pairs of n, smallest prime first."""
+    powers: dict[int, int] = {}
+    while n > 1:
+        p = smallest_prime_factor(n)
+        powers[p] = powers.get(p, 0) + 1
+        n //= p
+    return list(powers.items())
 
 
 def sample_tile(extent: int, levels: int, max_innermost: int, rng: np.random.Generator) -> tuple[int, ...]:

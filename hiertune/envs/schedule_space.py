@@ -236,7 +236,7 @@ class ScheduleSpace:
     obs_dim = OBS_DIM
 
     def __init__(self, mod: Any, target: Any, *, seed: int = 0, config: SpaceConfig | None = None) -> None:
-        from hiertune.workloads.tvm_support import prepare_tvm
+        from hiertune.workloads.tvm_support import is_gpu_target, prepare_tvm
 
         prepare_tvm()
         import tvm
@@ -273,7 +273,7 @@ class ScheduleSpace:
         self._consumer_cache: dict[str, list[str]] = {}
         self.stats = {"replays": 0, "failed": 0, "thread_extent": 0, "repeated_fills": 0}
         self._fills: dict[int, list[ScheduleState]] = {}  # per sketch: its last FILLS_KEPT random fills
-        self.bounds_threads = target.kind.name not in ("llvm", "c")  # only GPU rules bound a block's threads
+        self.bounds_threads = is_gpu_target(target)  # only GPU rules bound a block's threads
 
     @property
     def num_sketches(self) -> int:
