@@ -93,43 +93,47 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
         raise PartitionError(f"num_stages={K} must lie in 1..{n} (the node count of {graph.name!r})")
     prefix = _prefix(graph, order)
     comm = cut_comm_bytes(graph, order)
-    inf = np.inf
 
     best_peak = least_peak(prefix, K)
 
     # Phase 2: least (off-cache sum, largest cut comm) with every stage within best_peak. The
     # DP's state after stages 0..k is the end j of stage k; only ends from which both the
     # prefix (k + 1 runs) and the suffix (K - k - 1 runs) fit within best_peak can be on a
-    # plan, and as best_peak is the least peak that window is narrow. Stage k + 1 =
-    # order[i:j] fits only for i in a band below j, so each step is one (offset, end) matrix
-    # over that window; rows run from the earliest start so ties keep the first i.
-    def off(stage_bytes: np.ndarray) -> np.ndarray:
-        return np.maximum(stage_bytes - cache_bytes, 0.0)
-
+    # plan, and as best_peak is the least peak that window is narrow. Stage k + 1 = order[i:j]
+    # fits for i in a range [a_j, j - 1] whose ends rise with j, and its off-cache bytes are 0
+    # for i >= s_j (the stage fits the cache) and prefix[j] - prefix[i] - cache below s_j. So
+    # the best i is the better of two range minima, each of a key that does not depend on j:
+    # (off_sum[i], comm key, i) above s_j and (off_sum[i] - prefix[i], comm key, i) below it.
+    # Ties keep the first i, as a plan's first stages then end earliest.
     reach = _reach(prefix, best_peak, K)
     reach_back = _reach(prefix[-1] - prefix[::-1], best_peak, K)
     lo = [max(k + 1, n - reach_back[K - k - 1]) for k in range(K)]  # ends of stage k on some plan
     hi = [min(reach[k + 1], n - (K - k - 1)) for k in range(K)]
     first_start = np.searchsorted(prefix, prefix - best_peak, side="left")
+    cache_start = np.searchsorted(prefix, prefix - cache_bytes, side="left")
 
     ends = np.arange(lo[0], hi[0] + 1)
-    off_sum = off(prefix[ends])  # indexed by end - lo[k]
+    off_sum = np.maximum(prefix[ends] - cache_bytes, 0.0)  # indexed by end - lo[k]
     comm_max = np.zeros(ends.size)
     starts: list[tuple[int, np.ndarray]] = []  # (lo[k], where stage k begins for each end of it)
     for k in range(1, K):
         ends = np.arange(lo[k], hi[k] + 1)
-        lowest_start = np.maximum(first_start[ends], lo[k - 1])
-        width = max(int((ends - lowest_start).max()), 1)
-        start = ends[None, :] - np.arange(width, 0, -1)[:, None]  # row r: i = j - (width - r)
-        inside = (start >= lowest_start[None, :]) & (start <= hi[k - 1])
-        i_safe = np.where(inside, start, lo[k - 1])
-        prev = i_safe - lo[k - 1]
-        cand_off = np.where(inside, off_sum[prev] + off(prefix[ends][None, :] - prefix[i_safe]), inf)
-        lowest = cand_off.min(axis=0)
-        tied = np.where(inside & (cand_off == lowest[None, :]), np.maximum(comm_max[prev], comm[i_safe]), inf)
-        row = tied.argmin(axis=0)
-        off_sum, comm_max = lowest, tied.min(axis=0)
-        starts.append((lo[k], start[row, np.arange(ends.size)]))
+        prev_ends = np.arange(lo[k - 1], hi[k - 1] + 1)
+        tie = np.maximum(comm_max, comm[prev_ends])  # the largest cut so far, cutting at i
+        first = np.maximum(first_start[ends], lo[k - 1]) - lo[k - 1]  # the range of i, as
+        last = np.minimum(ends - 1, hi[k - 1]) - lo[k - 1]  # positions in prev_ends
+        split = np.clip(cache_start[ends] - lo[k - 1], first, last + 1)  # i >= split: in cache
+        fits = _range_best(off_sum, tie, split, last)
+        spills = _range_best(off_sum - prefix[prev_ends], tie, first, split - 1)
+        fits_off = np.where(fits >= 0, off_sum[fits], np.inf)
+        spills_off = np.where(spills >= 0, off_sum[spills] + prefix[ends] - prefix[prev_ends[spills]] - cache_bytes,
+                              np.inf)
+        take_spill = (spills_off < fits_off) | ((spills_off == fits_off) & (spills >= 0) & (
+            (tie[spills] < tie[fits]) | ((tie[spills] == tie[fits]) & (spills < fits))))
+        best = np.where(take_spill, spills, fits)
+        off_sum = np.where(take_spill, spills_off, fits_off)
+        comm_max = np.where(best >= 0, tie[best], np.inf)
+        starts.append((lo[k], prev_ends[np.maximum(best, 0)]))
 
     cuts = [n]
     for first_end, start in reversed(starts):
@@ -142,6 +146,23 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
             stages[order[p]] = k
     check_partition(graph, stages, K)
     return stages
+
+
+def _range_best(value: np.ndarray, tie: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per query q, the i in [first[q], last[q]] with the least (value[i], tie[i], i), or -1 where
+    that range is empty: every element ranked once (lexsort), then one `minimum.reduceat` over
+    all ranges (O(sum of their lengths) in C, not a Python loop)."""
+    m = value.size
+    order = np.lexsort((np.arange(m), tie, value))
+    rank = np.empty(m + 1, dtype=np.int64)
+    rank[order] = np.arange(m)
+    rank[m] = m  # a sentinel, so that every range end + 1 is a valid index
+    empty = last < first
+    bounds = np.empty(2 * first.size, dtype=np.int64)
+    bounds[0::2] = np.where(empty, 0, first)
+    bounds[1::2] = np.where(empty, 0, last + 1)
+    least = np.minimum.reduceat(rank, bounds)[0::2]
+    return np.where(empty | (least >= m), -1, order[np.minimum(least, m - 1)])
 
 
 def can_beat(graph: OpGraph, order: list[int], num_stages: int, current: tuple[int, int, int],
