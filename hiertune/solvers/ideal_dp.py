@@ -26,8 +26,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from hiertune.errors import HiertuneError
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
@@ -38,8 +36,6 @@ from hiertune.solvers.ilp import (
     PartitionResult,
     check_partition,
     evaluate_partition,
-    boundary_comm_bytes,
-    stage_param_bytes,
     tensors,
 )
 
@@ -96,11 +92,15 @@ def _build_bit_graph(graph: OpGraph) -> BitGraph:
 
 
 def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
-                  deadline: float = float("inf"), base: int = 0, free: set[int] | None = None) -> IdealLattice:
+                  deadline: float = float("inf"), base: int = 0, free: set[int] | None = None,
+                  base_score: tuple[int, int] = (0, 0), max_weight: float = float("inf")) -> IdealLattice:
     """Every ideal of `graph` between `base` (an ideal, as a node bit mask; index 0) and `base`
     plus the `free` nodes (default: all), built breadth first; with the defaults the empty set is
     first and the whole graph last. `free` must be closed under predecessors within the free nodes
-    and `base` (true of a window's boundary interval)."""
+    and `base` (true of a window's boundary interval). `base_score`: the base's parameter bytes and
+    the bytes it sends out, from the caller, which scores all of its bases in one numpy pass.
+    `max_weight`: only ideals of at most these parameter bytes (a superset is never lighter, so
+    every such ideal is still reached through lighter ones)."""
     n = graph.num_nodes
     bits = bit_graph(graph)
     param, pred_mask, succ, made_bytes, read = bits.param, bits.pred_mask, bits.succ, bits.made_bytes, bits.reads
@@ -109,7 +109,7 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
     is_free = bytearray(n)
     for v in free_nodes:
         is_free[v] = 1
-    masks, weight, cut = [base], *_base_weight_and_cut(graph, base)
+    masks, weight, cut = [base], [base_score[0]], [base_score[1]]
     ready: list[tuple[int, ...]] = [tuple(v for v in free_nodes if not pred_mask[v] & outside_base)]
     children: list[list[tuple[int, int]]] = [[]]
     index: dict[int, int] = {base: 0}
@@ -122,6 +122,8 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
                 child = ideal | (1 << v)
                 j = index.get(child)
                 if j is None:
+                    if weight[i] + param[v] > max_weight:
+                        continue
                     j = len(masks)
                     if j >= max_ideals:
                         raise IdealDpLimitError(
@@ -145,22 +147,6 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
             raise IdealDpLimitError(f"the ideal DP of {graph.name!r} ran out of time building the lattice")
         frontier = nxt
     return IdealLattice(weight, cut, children, masks)
-
-
-def _base_weight_and_cut(graph: OpGraph, base: int) -> tuple[list[int], list[int]]:
-    """The parameter bytes of the ideal `base` and the bytes it sends out: stage 0 and boundary 0 of
-    the two-stage plan (base, rest), scored in numpy. A window's boundary base holds most of the
-    graph, and summing it node by node cost as much as the walk."""
-    if not base:
-        return [0], [0]
-    stages = np.ones(graph.num_nodes, dtype=np.int64)
-    stages[_members_of(base)] = 0
-    return stage_param_bytes(graph, stages, 2)[:1], boundary_comm_bytes(graph, stages, 2)
-
-
-def _members_of(mask: int) -> list[int]:
-    """The nodes of a bit mask, in increasing order (one pass over its binary digits)."""
-    return [v for v, digit in enumerate(reversed(bin(mask)[2:])) if digit == "1"] if mask > 0 else []
 
 
 def _fits_in_stages(lattice: IdealLattice, param: list[int], peak: int, num_stages: int) -> bool:

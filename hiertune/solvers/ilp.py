@@ -639,6 +639,15 @@ def choose_solver(requested: str, pm: PartitionModel) -> tuple[str, str | None]:
     return "gurobi", None  # try it: errno 10010 decides and triggers the fallback
 
 
+def _peak_within(graph: OpGraph, num_stages: int, allowed: list[set[int]], hint: list[int] | None) -> float:
+    """The hint's peak where the hint lies within the allowed stages (a bound on the window's
+    optimum peak), else infinity."""
+    if hint is None or any(s not in ks for s, ks in zip(hint, allowed)):
+        return float("inf")
+    check_partition(graph, hint, num_stages)
+    return evaluate_partition(graph, hint, num_stages)[0]
+
+
 def solve_partition(
     graph: OpGraph,
     num_stages: int,
@@ -668,7 +677,8 @@ def solve_partition(
 
         if window:
             res = window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s,
-                                   max_ideals=DEFAULT_MAX_IDEALS, max_pairs=DEFAULT_MAX_IDEALS**2)
+                                   max_ideals=DEFAULT_MAX_IDEALS, max_pairs=DEFAULT_MAX_IDEALS**2,
+                                   peak_hi=_peak_within(graph, num_stages, allowed, hint))
         else:
             res = ideal_partition(graph, num_stages, config.cache_bytes, hint, config.time_limit_s)
         return _dp_result(graph, num_stages, res)
@@ -680,7 +690,8 @@ def solve_partition(
         from hiertune.solvers.window_dp import window_partition
 
         try:  # a window's intervals are usually tiny: the DP is exact and far faster than the ILP
-            res = window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s)
+            res = window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s,
+                                   peak_hi=_peak_within(graph, num_stages, allowed, hint))
             return _dp_result(graph, num_stages, res)
         except IdealDpLimitError as err:
             dp_note = f"ideal-dp: {err}; solved by the ILP"

@@ -20,7 +20,8 @@ pair of ideals of two neighbouring intervals is compatible, so a DP over the bou
    largest cut(I_b)): sums and maxima compose monotonically, so keeping the best pair per ideal
    loses no optimum (the same argument as `order_split`).
 
-The result is the ILP's on the same window (`solve_partition(..., allowed=...)`), objective by
+With the window's start plan's peak (`peak_hi`), ideals that no chain within that peak can use
+are never built (see `_layers`). The result is the ILP's on the same window (`solve_partition(..., allowed=...)`), objective by
 objective, and it is proven optimal within the window.
 """
 
@@ -35,8 +36,10 @@ from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice, start_cl
 from hiertune.solvers.ilp import (
     PartitionError,
     PartitionResult,
+    boundary_comm_bytes,
     evaluate_partition,
     propagate_allowed,
+    stage_param_bytes,
 )
 
 WINDOW_MAX_IDEALS = 20_000
@@ -136,23 +139,46 @@ class _Layer:
     def __len__(self) -> int:
         return len(self.masks)
 
+    def within(self, low: float, high: float) -> _Layer:
+        """The ideals whose parameter bytes lie in [low, high], in the same order."""
+        keep = ((self.weight >= low) & (self.weight <= high)).tolist()
+        if all(keep):
+            return self
+        return _Layer([m for m, k in zip(self.masks, keep) if k], self.weight[keep].tolist(),
+                      self.cut[keep].tolist())
+
 
 def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max_ideals: int,
-            deadline: float) -> list[_Layer]:
+            deadline: float, peak_hi: float) -> list[_Layer]:
+    """The ideals each I_b may be, from I_{-1} = {} to I_{K-1} = the whole graph; with `peak_hi`
+    (a peak some plan in the window reaches) only those on a chain whose every stage might stay
+    within it: I_b at most peak_hi heavier than the heaviest I_{b-1} (so the enumeration stops
+    there) and at most peak_hi lighter than the lightest I_{b+1}."""
     n = graph.num_nodes
-    bit = [1 << v for v in range(n)]
     layers = [_Layer([0], [0], [0])]
     budget = max_ideals
     level = np.asarray(graph.asap_levels(), dtype=np.int64)
+    # boundary b's base (the nodes whose last allowed stage is <= b) is stage 0..b of the plan
+    # "every node at its last allowed stage" (monotone along every edge), so that plan scores
+    # every base's weight and outgoing bytes at once
+    last = hi.tolist()
+    base_weight = np.cumsum(stage_param_bytes(graph, last, num_stages)).tolist()
+    base_cut = boundary_comm_bytes(graph, last, num_stages)
+    by_last = [0] * num_stages
+    for v, b in enumerate(last):
+        by_last[b] |= 1 << v
+    base = 0
     for b in range(num_stages - 1):
-        base = sum(bit[v] for v in np.flatnonzero(hi <= b).tolist())
+        base |= by_last[b]
         opened = np.flatnonzero((lo <= b) & (hi > b)).tolist()
         too_wide = IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around "
                                      f"boundary {b} (too wide for the window DP); use an ILP solver")
         if too_wide_to_enumerate(graph, opened, level, budget):
             raise too_wide
         try:
-            lattice = ideal_lattice(graph, budget, deadline, base=base, free=set(opened))
+            lattice = ideal_lattice(graph, budget, deadline, base=base, free=set(opened),
+                                    base_score=(base_weight[b], base_cut[b]),
+                                    max_weight=int(layers[-1].weight.max()) + peak_hi)
         except IdealDpLimitError as err:
             if time.perf_counter() > deadline:
                 raise
@@ -160,6 +186,11 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
         budget -= lattice.size
         layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
     layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
+    for b in range(num_stages - 1, 0, -1):
+        layers[b] = layers[b].within(int(layers[b + 1].weight.min()) - peak_hi, float("inf"))
+        if not len(layers[b]):
+            raise PartitionError(f"the allowed stages admit no {num_stages}-stage plan of {graph.name!r} "
+                                 f"with a peak of at most {peak_hi}")
     return layers
 
 
@@ -187,15 +218,17 @@ def _blocks(prev: _Layer, cur: _Layer):
 
 def window_partition(graph: OpGraph, num_stages: int, allowed: list[set[int]] | None, cache_bytes: int,
                      time_limit_s: float = 300.0, max_ideals: int = WINDOW_MAX_IDEALS,
-                     max_pairs: int = WINDOW_MAX_PAIRS) -> PartitionResult:
+                     max_pairs: int = WINDOW_MAX_PAIRS, peak_hi: float = float("inf")) -> PartitionResult:
     """The lexicographically optimal plan with every node in one of its allowed stages (see the
-    module docstring); IdealDpLimitError when the window's intervals are too large for the DP."""
+    module docstring); IdealDpLimitError when the window's intervals are too large for the DP.
+    `peak_hi`: the peak of a plan within the allowed stages (the window's start), which no optimum
+    exceeds: the ideals that cannot lie on a chain within it are never built."""
     K, n = num_stages, graph.num_nodes
     start, cpu_start, deadline = start_clock(graph, K, time_limit_s)
     sets = monotone_allowed(graph, K, allowed)
     lo = np.fromiter((ks[0] for ks in sets), dtype=np.int64, count=n)
     hi = np.fromiter((ks[-1] for ks in sets), dtype=np.int64, count=n)
-    layers = _layers(graph, lo, hi, K, max_ideals, deadline)
+    layers = _layers(graph, lo, hi, K, max_ideals, deadline, peak_hi)
     pairs = sum(len(a) * len(b) for a, b in zip(layers, layers[1:]))
     if pairs > max_pairs:
         raise IdealDpLimitError(f"the window of {graph.name!r} has {pairs} ideal pairs (more than {max_pairs})")
