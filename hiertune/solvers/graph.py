@@ -149,7 +149,7 @@ class OpGraph:
 
     @property
     def total_param_bytes(self) -> int:
-        return sum(v.param_bytes for v in self.nodes)
+        return self.memo("total_param_bytes", lambda g: sum(v.param_bytes for v in g.nodes))
 
     @property
     def total_macs(self) -> int:

@@ -117,12 +117,12 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
     while frontier:
         nxt: list[int] = []
         for i in frontier:
-            ideal = masks[i]
-            for v in ready[i]:
+            ideal, ready_i, below, made = masks[i], ready[i], weight[i], cut[i]
+            for at, v in enumerate(ready_i):
                 child = ideal | (1 << v)
                 j = index.get(child)
                 if j is None:
-                    if weight[i] + param[v] > max_weight:
+                    if below + param[v] > max_weight:
                         continue
                     j = len(masks)
                     if j >= max_ideals:
@@ -131,14 +131,17 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
                             "wide for the ideal DP); use an ILP solver (cpsat, gurobi) instead")
                     index[child] = j
                     masks.append(child)
-                    weight.append(weight[i] + param[v])
+                    weight.append(below + param[v])
                     outside = ~child
-                    done = sum(nbytes for mask, nbytes in read[v] if not mask & outside)
-                    cut.append(cut[i] + made_bytes[v] - done)
+                    sent = made + made_bytes[v]
+                    for mask, nbytes in read[v]:  # tensors whose every consumer is now inside
+                        if not mask & outside:
+                            sent -= nbytes
+                    cut.append(sent)
                     # v's successors that v was the last free predecessor of become ready; none of
                     # them was ready before (v was outside), so the tuple needs no de-duplication
+                    rest = ready_i[:at] + ready_i[at + 1:]
                     grown = [w for w in succ[v] if is_free[w] and not pred_mask[w] & outside]
-                    rest = tuple(r for r in ready[i] if r != v)
                     ready.append(tuple(sorted(rest + tuple(grown))) if grown else rest)
                     children.append([])
                     nxt.append(j)

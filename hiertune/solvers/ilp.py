@@ -275,7 +275,7 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
             raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
     lo = np.fromiter((ks[0] for ks in sets), dtype=np.int64, count=n)
     hi = np.fromiter((ks[-1] for ks in sets), dtype=np.int64, count=n)
-    order = graph.memo("ilp.order", _order_array)
+    order = topological_array(graph)
     free = order[lo[order] < hi[order]].tolist()
     pred, succ = graph.predecessors(), graph.successors()
     low, high = lo.tolist(), hi.tolist()
@@ -436,8 +436,9 @@ def interval_peak_bound(weights: list[int], allowed: list[list[int]], num_stages
     return best
 
 
-def _order_array(graph: OpGraph) -> np.ndarray:
-    return np.asarray(graph.topological_order(), dtype=np.int64)
+def topological_array(graph: OpGraph) -> np.ndarray:
+    """The graph's topological order as an array (memoised: the window's hot paths index by it)."""
+    return graph.memo("ilp.order", lambda g: np.asarray(g.topological_order(), dtype=np.int64))
 
 
 def _node_pairs(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -456,7 +457,7 @@ def prepare_graph(graph: OpGraph) -> None:
     graph.successors()
     graph.asap_levels()
     graph.memo("ilp.node_pairs", _node_pairs)
-    graph.memo("ilp.order", _order_array)
+    topological_array(graph)
     from hiertune.solvers.ideal_dp import bit_graph  # the DPs' view of the graph (ideal_dp imports this module)
     from hiertune.solvers.incilp import prepare_windows  # Inc-ILP's window levels (incilp imports it too)
 

@@ -492,9 +492,13 @@ def window_bounded(graph: OpGraph, start: list[int], plan: list[int], allowed: l
     window kept apart (one end may not enter the other's stage): where that edge is cut, and so what
     each side holds and sends, was set by the window, not by the objectives. A node whose ASAP level
     lies far before where it is consumed is windowed by the early level and can be pinned so."""
-    pred, succ = graph.predecessors(), graph.successors()
-    moved = [v for v, (before, after) in enumerate(zip(start, plan)) if before != after]
-    if any(len(allowed[u]) == 1 for v in moved for u in (*pred[v], *succ[v])):
+    arrays = graph_arrays(graph)
+    src, dst = arrays.edge_src, arrays.edge_dst
+    moved = np.asarray(start) != np.asarray(plan)
+    fixed = np.fromiter((len(a) == 1 for a in allowed), dtype=bool, count=len(allowed))
+    if np.any((moved[src] & fixed[dst]) | (moved[dst] & fixed[src])):
         return True
-    return any(plan[e.src] != plan[e.dst] and (plan[e.dst] not in allowed[e.src] or plan[e.src] not in allowed[e.dst])
-               for e in graph.edges)
+    stage = np.asarray(plan)
+    cut = stage[src] != stage[dst]
+    return any(plan[u] not in allowed[w] or plan[w] not in allowed[u]
+               for u, w in zip(src[cut].tolist(), dst[cut].tolist()))

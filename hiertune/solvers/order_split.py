@@ -26,13 +26,13 @@ import bisect
 import numpy as np
 
 from hiertune.solvers.graph import OpGraph
-from hiertune.solvers.ilp import EDGE_TPU_CACHE_BYTES, PartitionError, check_partition, graph_arrays
+from hiertune.solvers.ilp import EDGE_TPU_CACHE_BYTES, PartitionError, check_partition, graph_arrays, topological_array
 
 
 def plan_order(graph: OpGraph, stages: list[int]) -> list[int]:
     """The topological order the plan is contiguous in: by stage, then by topological position."""
-    pos = {v: i for i, v in enumerate(graph.topological_order())}
-    return sorted(range(graph.num_nodes), key=lambda v: (stages[v], pos[v]))
+    topo = topological_array(graph)
+    return topo[np.argsort(np.asarray(stages, dtype=np.int64)[topo], kind="stable")].tolist()
 
 
 def cut_comm_bytes(graph: OpGraph, order: list[int]) -> np.ndarray:
@@ -63,12 +63,14 @@ def least_peak(prefix: np.ndarray, num_stages: int) -> float:
     fewer do, splitting some further to exactly K never raises the peak, as K <= N."""
     params = np.diff(prefix)
     lo, hi = int(max(params.max(), -(-prefix[-1] // num_stages))), int(prefix[-1])
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _reach(prefix, mid, num_stages)[-1] >= params.size:
-            hi = mid
-        else:
-            lo = mid + 1
+    while lo < hi:  # up to 64 peaks tested at once, in K vectorised steps: ~6 bits per round
+        peaks = np.unique(np.linspace(lo, hi, num=min(hi - lo + 1, 64)).astype(np.int64))
+        at = np.zeros(peaks.size, dtype=np.int64)
+        for _ in range(num_stages):
+            at = np.searchsorted(prefix, prefix[at] + peaks, side="right") - 1
+        fits = at >= params.size  # monotone in the peak, and true at hi
+        short = peaks[~fits]
+        lo, hi = (int(short.max()) + 1 if short.size else lo), int(peaks[np.argmax(fits)])
     return float(lo)
 
 
