@@ -372,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redo-incilp", action="store_true",
                    help="rerun Inc-ILP (not the baselines) on the --models x --stages cases already stored, "
                         "after a change to Inc-ILP alone; unproven cases run again whole")
+    p.add_argument("--rerun", action="store_true",
+                   help="run the --models x --stages cases already stored again whole, baselines included, "
+                        "after a change that speeds up a baseline too (the ideal DP's lattice, the hint's cuts)")
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="with --pointer-only: a pointer-net checkpoint to score instead of the shipped one")
     a = p.parse_args(argv)
@@ -396,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.redo_incilp:
         redone = redo_incilp(doc, set(cases_wanted), a.form, a.time_limit, save)
         console.print(f"Inc-ILP rerun on the stored cases; run again whole: {redone or 'none'}")
+    if a.rerun:
+        doc["cases"] = [c for c in doc["cases"] if (c["model"], c["num_stages"]) not in set(cases_wanted)]
     done = {(c["model"], c["num_stages"]) for c in doc["cases"]}
     todo = sorted(((m, k) for m, k in cases_wanted if (m, k) not in done),
                   key=lambda mk: _load(mk[0], a.form).num_nodes * mk[1])
