@@ -6,12 +6,14 @@ chosen exactly, for all three objectives, by bisection and dynamic programming i
 Python loop over positions):
 
 1. the least peak stage parameter bytes (min-max split of the order's parameter sums, by
-   bisection over a greedy O(K log N) test);
+   bisection over a greedy O(K log N) test, 64 peaks per vectorised round);
 2. among splits within that peak, the least total off-cache bytes, and then the least largest
-   boundary transfer, in O(K N W) for runs of at most W nodes within the peak: (sum, max)
-   pairs compose monotonically, so the DP stays exact. Only the cut positions that leave both
-   sides splittable within the peak are visited; at the least peak they are few (EfficientNetB7,
-   815 nodes: 1-2 ms instead of 23-38 ms, the same plans).
+   boundary transfer: (sum, max) pairs compose monotonically, so a DP over the cut positions
+   stays exact. Only the cut positions that leave both sides splittable within the peak are
+   visited (at the least peak they are few), and each step's best previous cut, per position,
+   is the better of two range minima over a sorted key (one `minimum.reduceat` each): O(K N)
+   numpy calls' worth of work per step in C, not a (run length x positions) matrix (BERT-base
+   at K = 16: 2.4 ms instead of 19.8 ms, the same plans).
 
 A pre-scheduler's errors are mostly *where* it cuts, not which order it emits, so placing its
 cuts exactly turns a plan 10-50 % above the optimum peak into one that the Inc-ILP window can
