@@ -128,14 +128,17 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
         last = np.minimum(ends - 1, hi[k - 1]) - lo[k - 1]  # positions in prev_ends
         split = np.clip(cache_start[ends] - lo[k - 1], first, last + 1)  # i >= split: in cache
         fits = _range_best(off_sum, tie, split, last)
-        spills = _range_best(off_sum - prefix[prev_ends], tie, first, split - 1)
         fits_off = np.where(fits >= 0, off_sum[fits], np.inf)
-        spills_off = np.where(spills >= 0, off_sum[spills] + prefix[ends] - prefix[prev_ends[spills]] - cache_bytes,
-                              np.inf)
-        take_spill = (spills_off < fits_off) | ((spills_off == fits_off) & (spills >= 0) & (
-            (tie[spills] < tie[fits]) | ((tie[spills] == tie[fits]) & (spills < fits))))
-        best = np.where(take_spill, spills, fits)
-        off_sum = np.where(take_spill, spills_off, fits_off)
+        if best_peak <= cache_bytes:  # no stage within the peak spills: `fits` covers every i
+            best, off_sum = fits, fits_off
+        else:
+            spills = _range_best(off_sum - prefix[prev_ends], tie, first, split - 1)
+            spills_off = np.where(spills >= 0, off_sum[spills] + prefix[ends] - prefix[prev_ends[spills]]
+                                  - cache_bytes, np.inf)
+            take_spill = (spills_off < fits_off) | ((spills_off == fits_off) & (spills >= 0) & (
+                (tie[spills] < tie[fits]) | ((tie[spills] == tie[fits]) & (spills < fits))))
+            best = np.where(take_spill, spills, fits)
+            off_sum = np.where(take_spill, spills_off, fits_off)
         comm_max = np.where(best >= 0, tie[best], np.inf)
         starts.append((lo[k], prev_ends[np.maximum(best, 0)]))
 
