@@ -15,6 +15,8 @@ became as good as Inc-ILP's plan from the default start, else the limit.
 
     python bench/incilp_scale.py                              # the full grid, 300 s per baseline
     python bench/incilp_scale.py --time-limit 60 --out bench/results/incilp_scale_reduced.json
+    python bench/incilp_scale.py --redo-incilp                # Inc-ILP again, the stored baselines kept
+    python bench/incilp_scale.py --rerun --models bert_base --stages 8 16   # cases again whole
 
 Inc-ILP's window solve, like the CP-SAT baseline, runs on 1 and on 2 workers and the faster
 counts (one worker is a single search strategy, two a portfolio: on some graphs one is 30x
