@@ -73,3 +73,18 @@ def test_redo_incilp_keeps_baselines_unless_their_target_plan_changes(load_bench
                        "--redo-incilp"]) == 0
     again = next(c for c in json.loads(out.read_text())["cases"] if c["num_stages"] == 3)
     assert "marker" in again["baselines"] and again["optimum"] is None
+
+
+def test_rerun_times_the_wanted_cases_again_whole_and_keeps_the_rest(load_bench, tmp_path):
+    scale = load_bench("incilp_scale")
+    out = tmp_path / "scale.json"
+    assert scale.main(["--models", "mobilenet", "--stages", "3", "4", "--time-limit", "20", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    for case in doc["cases"]:
+        case["baselines"]["marker"] = {"objectives": None}  # what a rerun must not keep
+    out.write_text(json.dumps(doc))
+    assert scale.main(["--models", "mobilenet", "--stages", "3", "--time-limit", "20", "--out", str(out),
+                       "--rerun"]) == 0
+    cases = {c["num_stages"]: c for c in json.loads(out.read_text())["cases"]}
+    assert "marker" not in cases[3]["baselines"] and cases[3]["incilp"]["default"]["reached_optimum"]
+    assert "marker" in cases[4]["baselines"]  # not asked for: left as it was
