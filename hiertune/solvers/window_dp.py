@@ -21,8 +21,9 @@ pair of ideals of two neighbouring intervals is compatible, so a DP over the bou
    loses no optimum (the same argument as `order_split`).
 
 With the window's start plan's peak (`peak_hi`), ideals that no chain within that peak can use
-are never built (see `_layers`). The result is the ILP's on the same window (`solve_partition(..., allowed=...)`), objective by
-objective, and it is proven optimal within the window.
+are never built (see `_layers`). The result is the ILP's on the same window
+(`solve_partition(..., allowed=...)`), objective by objective, and it is proven optimal within
+the window.
 """
 
 from __future__ import annotations
