@@ -402,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         redone = redo_incilp(doc, set(cases_wanted), a.form, a.time_limit, save)
         console.print(f"Inc-ILP rerun on the stored cases; run again whole: {redone or 'none'}")
     if a.rerun:
-        doc["cases"] = [c for c in doc["cases"] if (c["model"], c["num_stages"]) not in set(cases_wanted)]
+        wanted = set(cases_wanted)
+        doc["cases"] = [c for c in doc["cases"] if (c["model"], c["num_stages"]) not in wanted]
     done = {(c["model"], c["num_stages"]) for c in doc["cases"]}
     todo = sorted(((m, k) for m, k in cases_wanted if (m, k) not in done),
                   key=lambda mk: _load(mk[0], a.form).num_nodes * mk[1])

@@ -645,8 +645,7 @@ def _peak_within(graph: OpGraph, num_stages: int, allowed: list[set[int]], hint:
     optimum peak), else infinity."""
     if hint is None or any(s not in ks for s, ks in zip(hint, allowed)):
         return float("inf")
-    check_partition(graph, hint, num_stages)
-    return evaluate_partition(graph, hint, num_stages)[0]
+    return evaluate_partition(graph, hint, num_stages)[0]  # checks the hint is a valid plan
 
 
 def solve_partition(

@@ -494,11 +494,11 @@ def window_bounded(graph: OpGraph, start: list[int], plan: list[int], allowed: l
     lies far before where it is consumed is windowed by the early level and can be pinned so."""
     arrays = graph_arrays(graph)
     src, dst = arrays.edge_src, arrays.edge_dst
-    moved = np.asarray(start) != np.asarray(plan)
+    stage = np.asarray(plan)
+    moved = np.asarray(start) != stage
     fixed = np.fromiter((len(a) == 1 for a in allowed), dtype=bool, count=len(allowed))
     if np.any((moved[src] & fixed[dst]) | (moved[dst] & fixed[src])):
         return True
-    stage = np.asarray(plan)
     cut = stage[src] != stage[dst]
     return any(plan[u] not in allowed[w] or plan[w] not in allowed[u]
                for u, w in zip(src[cut].tolist(), dst[cut].tolist()))

@@ -67,24 +67,22 @@ def least_peak(prefix: np.ndarray, num_stages: int) -> float:
     lo, hi = int(max(params.max(), -(-prefix[-1] // num_stages))), int(prefix[-1])
     while lo < hi:  # up to 64 peaks tested at once, in K vectorised steps: ~6 bits per round
         peaks = np.unique(np.linspace(lo, hi, num=min(hi - lo + 1, 64)).astype(np.int64))
-        at = np.zeros(peaks.size, dtype=np.int64)
-        for _ in range(num_stages):
-            at = np.searchsorted(prefix, prefix[at] + peaks, side="right") - 1
-        fits = at >= params.size  # monotone in the peak, and true at hi
+        fits = _reach(prefix, peaks, num_stages)[-1] >= params.size  # monotone in the peak, true at hi
         short = peaks[~fits]
         lo, hi = (int(short.max()) + 1 if short.size else lo), int(peaks[np.argmax(fits)])
     return float(lo)
 
 
-def _reach(prefix: np.ndarray, peak: float, num_stages: int) -> list[int]:
+def _reach(prefix: np.ndarray, peak: float | np.ndarray, num_stages: int) -> np.ndarray:
     """reach[m]: the longest prefix of the order that m runs within `peak` can hold (greedy: each
-    run as long as it fits), for m = 0..num_stages."""
-    reach, at, end = [0], 0, prefix.size - 1
+    run as long as it fits), for m = 0..num_stages; for an array of peaks, one column per peak.
+    Once the whole order is held, more runs hold no more (the search stays at its end)."""
+    at = np.zeros(np.shape(peak), dtype=np.int64)
+    reach = [at]
     for _ in range(num_stages):
-        if at < end:  # once the whole order is held, more runs hold no more
-            at = int(np.searchsorted(prefix, prefix[at] + peak, side="right")) - 1
+        at = np.searchsorted(prefix, prefix[at] + peak, side="right") - 1
         reach.append(at)
-    return reach
+    return np.stack(reach)
 
 
 def split_order(graph: OpGraph, order: list[int], num_stages: int,
@@ -109,8 +107,8 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
     # the best i is the better of two range minima, each of a key that does not depend on j:
     # (off_sum[i], comm key, i) above s_j and (off_sum[i] - prefix[i], comm key, i) below it.
     # Ties keep the first i, as a plan's first stages then end earliest.
-    reach = _reach(prefix, best_peak, K)
-    reach_back = _reach(prefix[-1] - prefix[::-1], best_peak, K)
+    reach = _reach(prefix, best_peak, K).tolist()
+    reach_back = _reach(prefix[-1] - prefix[::-1], best_peak, K).tolist()
     lo = [max(k + 1, n - reach_back[K - k - 1]) for k in range(K)]  # ends of stage k on some plan
     hi = [min(reach[k + 1], n - (K - k - 1)) for k in range(K)]
     first_start = np.searchsorted(prefix, prefix - best_peak, side="left")

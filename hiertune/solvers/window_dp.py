@@ -140,9 +140,9 @@ class _Layer:
     def __len__(self) -> int:
         return len(self.masks)
 
-    def within(self, low: float, high: float) -> _Layer:
-        """The ideals whose parameter bytes lie in [low, high], in the same order."""
-        keep = ((self.weight >= low) & (self.weight <= high)).tolist()
+    def at_least(self, low: float) -> _Layer:
+        """The ideals of at least `low` parameter bytes, in the same order."""
+        keep = (self.weight >= low).tolist()
         if all(keep):
             return self
         return _Layer([m for m, k in zip(self.masks, keep) if k], self.weight[keep].tolist(),
@@ -188,7 +188,7 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
         layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
     layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
     for b in range(num_stages - 1, 0, -1):
-        layers[b] = layers[b].within(int(layers[b + 1].weight.min()) - peak_hi, float("inf"))
+        layers[b] = layers[b].at_least(int(layers[b + 1].weight.min()) - peak_hi)
         if not len(layers[b]):
             raise PartitionError(f"the allowed stages admit no {num_stages}-stage plan of {graph.name!r} "
                                  f"with a peak of at most {peak_hi}")
