@@ -120,22 +120,16 @@ def too_wide_to_enumerate(graph: OpGraph, free: list[int], level: np.ndarray, bu
     return widest >= CHAIN_BOUND_MIN_WIDTH and ideals_lower_bound(graph, free) > budget
 
 
-def _members(masks: list[int], n: int, columns: np.ndarray) -> np.ndarray:
-    """Bool matrix: does ideal i hold node columns[c]."""
-    nbytes = (n + 7) // 8
-    raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in masks), dtype=np.uint8)
-    bits = np.unpackbits(raw.reshape(len(masks), nbytes), axis=1, bitorder="little")
-    return bits[:, columns].astype(bool)
-
-
 class _Layer:
     """The ideals of one boundary interval (or the empty set / the whole graph at the ends)."""
 
-    def __init__(self, masks: list[int], weight: list[int], cut: list[int]):
+    def __init__(self, masks: list[int], weight: list[int], cut: list[int], num_nodes: int):
         self.masks = masks
         self.weight = np.asarray(weight, dtype=np.int64)
         self.cut = np.asarray(cut, dtype=np.int64)
         self.size = np.fromiter((m.bit_count() for m in masks), dtype=np.int64, count=len(masks))
+        self.num_nodes = num_nodes
+        self._members: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.masks)
@@ -146,7 +140,17 @@ class _Layer:
         if all(keep):
             return self
         return _Layer([m for m, k in zip(self.masks, keep) if k], self.weight[keep].tolist(),
-                      self.cut[keep].tolist())
+                      self.cut[keep].tolist(), self.num_nodes)
+
+    def members(self) -> np.ndarray:
+        """Bool matrix: does ideal i hold node v. Built once per layer, as both of its
+        neighbouring boundaries read it."""
+        if self._members is None:
+            nbytes = (self.num_nodes + 7) // 8
+            raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in self.masks), dtype=np.uint8)
+            bits = np.unpackbits(raw.reshape(len(self.masks), nbytes), axis=1, bitorder="little")
+            self._members = bits[:, : self.num_nodes].astype(bool)
+        return self._members
 
 
 def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max_ideals: int,
@@ -156,7 +160,7 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
     within it: I_b at most peak_hi heavier than the heaviest I_{b-1} (so the enumeration stops
     there) and at most peak_hi lighter than the lightest I_{b+1}."""
     n = graph.num_nodes
-    layers = [_Layer([0], [0], [0])]
+    layers = [_Layer([0], [0], [0], n)]
     budget = max_ideals
     level = np.asarray(graph.asap_levels(), dtype=np.int64)
     # boundary b's base (the nodes whose last allowed stage is <= b) is stage 0..b of the plan
@@ -179,14 +183,14 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
         try:
             lattice = ideal_lattice(graph, budget, deadline, base=base, free=set(opened),
                                     base_score=(base_weight[b], base_cut[b]),
-                                    max_weight=int(layers[-1].weight.max()) + peak_hi)
+                                    max_weight=int(layers[-1].weight.max()) + peak_hi, links=False)
         except IdealDpLimitError as err:
             if time.perf_counter() > deadline:
                 raise
             raise too_wide from err
         budget -= lattice.size
-        layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut))
-    layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0]))
+        layers.append(_Layer(lattice.masks, lattice.weight, lattice.cut, n))
+    layers.append(_Layer([(1 << n) - 1], [graph.total_param_bytes], [0], n))
     for b in range(num_stages - 1, 0, -1):
         layers[b] = layers[b].at_least(int(layers[b + 1].weight.min()) - peak_hi)
         if not len(layers[b]):
@@ -195,15 +199,15 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
     return layers
 
 
-def _compatible(prev: _Layer, cur: _Layer, n: int, lo: np.ndarray, hi: np.ndarray,
+def _compatible(prev: _Layer, cur: _Layer, lo: np.ndarray, hi: np.ndarray,
                 sets: list[list[int]], b: int, cols: slice) -> np.ndarray:
     """(i, j) pairs of ideals that can be I_{b-1} and I_b: a non-empty stage b, containment and
     stage b allowed on the nodes open across both boundaries."""
     ok = cur.size[None, cols] > prev.size[:, None]
     both = np.flatnonzero((lo <= b - 1) & (hi >= b + 1))
     if both.size:
-        a_prev = _members(prev.masks, n, both).astype(np.float32)
-        a_cur = _members(cur.masks[cols], n, both).astype(np.float32)
+        a_prev = prev.members()[:, both].astype(np.float32)
+        a_cur = cur.members()[cols][:, both].astype(np.float32)
         ok &= (a_prev @ (1.0 - a_cur).T) == 0  # I_{b-1} inside I_b
         barred = np.fromiter((b not in sets[v] for v in both.tolist()), dtype=bool, count=both.size)
         if barred.any():  # entering at b where b is not allowed
@@ -233,7 +237,7 @@ def window_partition(graph: OpGraph, num_stages: int, allowed: list[set[int]] | 
     pairs = sum(len(a) * len(b) for a, b in zip(layers, layers[1:]))
     if pairs > max_pairs:
         raise IdealDpLimitError(f"the window of {graph.name!r} has {pairs} ideal pairs (more than {max_pairs})")
-    compat = [[(cols, _compatible(prev, cur, n, lo, hi, sets, b, cols)) for cols in _blocks(prev, cur)]
+    compat = [[(cols, _compatible(prev, cur, lo, hi, sets, b, cols)) for cols in _blocks(prev, cur)]
               for b, (prev, cur) in enumerate(zip(layers, layers[1:]))]
 
     peak = np.zeros(1, dtype=np.int64)  # phase 1: the least largest stage per ideal
