@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 
 from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
-from hiertune.solvers.band_bound import Caps, boundary_bands, greedy_plan, least_open_cap, no_plan_within
+from hiertune.solvers.band_bound import (
+    Caps,
+    band_transfer_floor,
+    boundary_bands,
+    greedy_plan,
+    least_open_cap,
+    no_plan_within,
+)
+from hiertune.solvers.ideal_dp import ideal_lattice
 from hiertune.solvers.baselines import libcoral_partition
 from hiertune.solvers.ilp import IlpConfig, graph_arrays, propagate_allowed, solve_partition, tensors
 from hiertune.solvers.incilp import window_allowed
@@ -63,6 +71,38 @@ def test_a_wide_window_is_proven_by_the_band_bound_with_the_same_plan():
     param = graph_arrays(g).param
     assert no_plan_within(g, allowed, k, Caps(weights=param, stage_cap=int(banded.objectives[0]) - 1))
     assert np.bincount(banded.stages, weights=param, minlength=k).max() == banded.objectives[0]
+
+
+@pytest.mark.parametrize("seed", [2, 5, 7, 11, 13])
+@pytest.mark.parametrize("k,window", [(3, "adjacent"), (5, "adjacent"), (4, "any")])
+def test_the_transfer_floor_is_the_largest_of_the_bands_least_cuts(seed, k, window):
+    """Against enumeration: every ideal of a small DAG, kept per band where it holds the band's
+    sure nodes and nothing beyond its free ones; the floor is the largest band minimum of the cut."""
+    g = generate_dag(seed, SyntheticDagConfig(num_nodes=16))
+    _, allowed = _window(g, k, gamma=0, window=window)
+    lattice = ideal_lattice(g, 10**6)
+    floor = 0
+    for band in boundary_bands(allowed, k):
+        sure = sum(1 << v for v in np.flatnonzero(band.inside).tolist())
+        may = sure | sum(1 << v for v in band.free)
+        floor = max(floor, min(c for m, c in zip(lattice.masks, lattice.cut) if m & sure == sure and not m & ~may))
+    assert band_transfer_floor(g, allowed, k) == floor
+
+
+def test_a_window_whose_bands_pin_the_transfer_is_solved_at_the_floor():
+    """NASNetMobile at K = 8: every ideal of some band sends at least the window's optimum, so the
+    transfer phase starts at its optimum as its lower bound; wider, the phase needs no solve."""
+    g = load_zoo_graph("nasnetmobile", "tflite")
+    k = 8
+    start, allowed = _window(g, k, gamma=10)
+    floor = band_transfer_floor(g, allowed, k)
+    assert floor > 0
+    assert band_transfer_floor(g, [list(range(k))] * g.num_nodes, k) == 0  # no window: no floor
+    res = solve_partition(g, k, IlpConfig(solver="cpsat", time_limit_s=120), allowed=allowed, hint=start)
+    assert res.optimal and res.objectives[2] == floor
+    again = solve_partition(g, k, IlpConfig(solver="cpsat", time_limit_s=120),
+                            allowed=propagate_allowed(g, k, window_allowed(g, res.stages, k, 20)), hint=res.stages)
+    assert again.objectives == res.objectives and "comm: at its lower bound" in again.phases
 
 
 def test_neighbouring_pairs_close_what_single_bands_leave_open():

@@ -46,7 +46,7 @@ from hiertune.solvers.backends import (
     gurobi_full_licence,
     solve_linear,
 )
-from hiertune.solvers.band_bound import BandCheck, Caps
+from hiertune.solvers.band_bound import BandCheck, Caps, band_transfer_floor
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.linear import LinExpr, LinearModel, SolveOutcome
 
@@ -585,6 +585,8 @@ def _comm_phase(pm: PartitionModel) -> Phase:
                     lm.add_ge(LinExpr.var(c), yu - pm.y(w, b))
                 crossing[b].terms[c] = nbytes
     lb = max((e.const for e in crossing), default=0)
+    if any(len(ks) < K for ks in pm.allowed):  # a window: its bands' least transfers bound it far better
+        lb = max(lb, band_transfer_floor(pm.graph, pm.allowed, K))
     pm.max_comm_var = lm.add_var(lb, max(int(arrays.nbytes.sum()), lb), "max_comm")
     for expr in crossing:
         lm.add_ge(LinExpr.var(pm.max_comm_var), expr)
