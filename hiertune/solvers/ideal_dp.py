@@ -66,6 +66,7 @@ class BitGraph:
     took most of the window's time on large graphs."""
 
     param: list[int]
+    bit: list[int]  # 1 << v, made once (a shift allocates a new big int)
     pred_mask: list[int]
     succ: list[list[int]]
     made_bytes: list[int]  # bytes of the tensors a node makes that someone reads
@@ -86,7 +87,7 @@ def _build_bit_graph(graph: OpGraph) -> BitGraph:
         mask = sum(1 << w for w in consumers)
         for w in consumers:
             reads[w].append((mask, nbytes))
-    return BitGraph(param=[v.param_bytes for v in graph.nodes],
+    return BitGraph(param=[v.param_bytes for v in graph.nodes], bit=[1 << v for v in range(n)],
                     pred_mask=[sum(1 << u for u in set(pred[v])) for v in range(n)],
                     succ=graph.successors(), made_bytes=made_bytes, reads=reads)
 
@@ -106,7 +107,8 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
     K = 16) building one list per ideal and a pair per extension was half the enumeration's time."""
     n = graph.num_nodes
     bits = bit_graph(graph)
-    param, pred_mask, succ, made_bytes, read = bits.param, bits.pred_mask, bits.succ, bits.made_bytes, bits.reads
+    param, one, pred_mask, succ = bits.param, bits.bit, bits.pred_mask, bits.succ
+    made_bytes, read = bits.made_bytes, bits.reads
     outside_base = ~base
     free_nodes = sorted(free) if free is not None else [v for v in range(n) if outside_base >> v & 1]
     is_free = bytearray(n)
@@ -122,10 +124,11 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
         for i in frontier:
             ideal, ready_i, below, made = masks[i], ready[i], weight[i], cut[i]
             for at, v in enumerate(ready_i):
-                child = ideal | (1 << v)
+                child = ideal | one[v]
                 j = index.get(child)
                 if j is None:
-                    if below + param[v] > max_weight:
+                    heavier = below + param[v]
+                    if heavier > max_weight:
                         continue
                     j = len(masks)
                     if j >= max_ideals:
@@ -134,17 +137,16 @@ def ideal_lattice(graph: OpGraph, max_ideals: int = DEFAULT_MAX_IDEALS,
                             "wide for the ideal DP); use an ILP solver (cpsat, gurobi) instead")
                     index[child] = j
                     masks.append(child)
-                    weight.append(below + param[v])
-                    outside = ~child
+                    weight.append(heavier)
                     sent = made + made_bytes[v]
                     for mask, nbytes in read[v]:  # tensors whose every consumer is now inside
-                        if not mask & outside:
+                        if mask & child == mask:  # (no ~child: a complement allocates a big int)
                             sent -= nbytes
                     cut.append(sent)
                     # v's successors that v was the last free predecessor of become ready; none of
                     # them was ready before (v was outside), so the tuple needs no de-duplication
                     rest = ready_i[:at] + ready_i[at + 1:]
-                    grown = [w for w in succ[v] if is_free[w] and not pred_mask[w] & outside]
+                    grown = [w for w in succ[v] if is_free[w] and pred_mask[w] & child == pred_mask[w]]
                     ready.append(tuple(sorted(rest + tuple(grown))) if grown else rest)
                     if links:
                         children.append([])

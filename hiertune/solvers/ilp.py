@@ -264,21 +264,25 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
     n = graph.num_nodes
     if allowed is None:
         sets = [list(range(num_stages))] * n
+        low, high = [0] * n, [num_stages - 1] * n
     else:
         if len(allowed) != n:
             raise PartitionError(f"allowed has {len(allowed)} sets for {n} nodes of {graph.name!r}")
-        sets = [sorted(a) for a in allowed]
-        sets = [ks if not ks or (ks[0] >= 0 and ks[-1] < num_stages) else [k for k in ks if 0 <= k < num_stages]
-                for ks in sets]  # out-of-range stages are dropped; checking the ends is enough
-    for v, ks in enumerate(sets):
-        if not ks:
-            raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
-    lo = np.fromiter((ks[0] for ks in sets), dtype=np.int64, count=n)
-    hi = np.fromiter((ks[-1] for ks in sets), dtype=np.int64, count=n)
+        sets, low, high = [], [], []  # one pass: a window's solve calls this for every node
+        for v, a in enumerate(allowed):
+            ks = sorted(a)
+            if ks and (ks[0] < 0 or ks[-1] >= num_stages):  # out-of-range stages are dropped
+                ks = [k for k in ks if 0 <= k < num_stages]
+            if not ks:
+                raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
+            sets.append(ks)
+            low.append(ks[0])
+            high.append(ks[-1])
+    lo = np.asarray(low, dtype=np.int64)
+    hi = np.asarray(high, dtype=np.int64)
     order = topological_array(graph)
     free = order[lo[order] < hi[order]].tolist()
     pred, succ = graph.predecessors(), graph.successors()
-    low, high = lo.tolist(), hi.tolist()
     for v in free:
         for u in pred[v]:
             if low[u] > low[v]:

@@ -54,15 +54,15 @@ _INF = np.iinfo(np.int64).max // 4
 def monotone_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] | None) -> list[list[int]]:
     """`propagate_allowed` repeated until nothing changes: then every node's first and last allowed
     stage is at least its predecessors' (one pass can leave a gap in a non-contiguous set). Where
-    every set is an interval, as in an `adjacent` window, one pass is already the fixed point."""
+    every set it returns is an interval, as in an `adjacent` window, it is already the fixed point
+    (each interval is exactly the pass's bounds, which are monotone along every edge)."""
     sets = propagate_allowed(graph, num_stages, allowed)
-    if allowed is None or all(len(a) < 2 or max(a) - min(a) < len(a) for a in allowed):
-        return sets
-    while True:
+    while not all(ks[-1] - ks[0] < len(ks) for ks in sets):
         tighter = propagate_allowed(graph, num_stages, [set(ks) for ks in sets])
         if tighter == sets:
             return sets
         sets = tighter
+    return sets
 
 
 CHAIN_BOUND_MIN_WIDTH = 5
