@@ -340,6 +340,11 @@ class PartitionModel:
     phases: list[Phase] = field(default_factory=list)  # in solve order
     _stage_param: list[LinExpr] | None = field(default=None, repr=False)
 
+    @property
+    def is_window(self) -> bool:
+        """Does some node miss a stage (an Inc-ILP window), or is every node free everywhere?"""
+        return any(len(ks) < self.num_stages for ks in self.allowed)
+
     def y(self, v: int, b: int) -> LinExpr:
         """[s_v <= b]: the cumulative variable of v's last allowed stage <= b (or a constant)."""
         ks = self.allowed[v]
@@ -594,9 +599,8 @@ def _comm_phase(pm: PartitionModel) -> Phase:
         lm.add_ge(LinExpr.var(pm.max_comm_var), expr)
     # A window's bands bound it far better; that bound only decides whether the phase needs a
     # solve: as the variable's bound it changed CP-SAT's search (NASNetLarge at K = 8: 2.4 -> 5.8 s)
-    window = any(len(ks) < K for ks in pm.allowed)
     return Phase("comm", LinExpr.var(pm.max_comm_var),
-                 max(lb, band_transfer_floor(pm.graph, pm.allowed, K)) if window else lb)
+                 max(lb, band_transfer_floor(pm.graph, pm.allowed, K)) if pm.is_window else lb)
 
 
 def _macs_phase(pm: PartitionModel) -> Phase:
@@ -808,8 +812,7 @@ def _solve_phase(
     optimum sooner than one long search did. The note says what the checks did."""
     phase = pm.phases[p]
     model = _phase_model(pm, p + 1, optima)
-    window = any(len(ks) < pm.num_stages for ks in pm.allowed)
-    if not (window and phase.name in BAND_CHECKED and config.band_check_after_s < settings.time_limit_s):
+    if not (pm.is_window and phase.name in BAND_CHECKED and config.band_check_after_s < settings.time_limit_s):
         start = pm.values(stages, p + 1) if stages is not None else None
         return solve_linear(solver, model, phase.objective.terms, settings, start, cpsat_model), ""
     value_of = lambda values: evaluate_objectives(  # noqa: E731
