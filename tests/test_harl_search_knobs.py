@@ -142,7 +142,21 @@ def test_warmup_batch_covers_every_sketch_and_rewards_each(tmp_path) -> None:
     assert list(counts[:n_sketches]) == [1] * n_sketches
     assert search.bandits.sketch_windows[0].t == 1  # one bandit decision, one reward per sketch
     assert list(means[:n_sketches]) == pytest.approx([1 / (1 + s) for s in range(n_sketches)])
-    assert search.trials_done() == 8 and not search.bandits.wants_warmup(0, bool(search.measured[0]))
+    assert search.trials_done() == 8 and not search.bandits.wants_warmup(0, len(search.measured[0]))
+
+
+def test_warmup_trials_keep_batches_random_fills_until_reached(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, warmup_trials=16)
+    n_sketches = search.spaces[0].num_sketches
+    for batch in range(2):  # 16 trials: two warm-up batches, each spread over every sketch
+        chosen = search.propose(8)
+        assert search.searched_sketch is None and {c.state.sketch for c in chosen} == set(range(n_sketches))
+        observe_latencies(search, [c.state for c in chosen], [1e-3 * (1 + i) for i in range(len(chosen))])
+    assert search.trials_done() == 16 and search.bandits.sketch_windows[0].t == 2
+    search.propose(8)
+    assert search.searched_sketch is not None  # from the budget on, the bandit's sketch is searched
+    with pytest.raises(HiertuneError, match="bandit.warmup_trials"):
+        make_search(tmp_path, warmup_trials=-1)
 
 
 def test_cross_sketch_slots_go_to_the_other_sketches(tmp_path) -> None:

@@ -96,6 +96,7 @@ class HarlConfig:
             ("episode.elite_other_sketches", e.elite_other_sketches, e.elite_other_sketches >= 0, ">= 0"),
             ("episode.spread_rounds", e.spread_rounds, e.spread_rounds >= 0, ">= 0"),
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
+            ("bandit.warmup_trials", b.warmup_trials, b.warmup_trials >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
@@ -219,7 +220,7 @@ class HarlSearch:
         episode = self._play_episode()
         self.editor.update([episode])
         task = self.env.task
-        warmup = self.bandits.wants_warmup(task, bool(self.measured[task]))
+        warmup = self.bandits.wants_warmup(task, len(self.measured[task]))
         self.spread_round = not warmup and self._spreads(task)
         self.searched_sketch = None if warmup or self.spread_round else int(self.env.sketch)
         if warmup:

@@ -46,6 +46,13 @@ class BanditConfig:
     """Pick tasks with the subgraph bandit (False: round-robin over the tasks, the ablation)."""
     sketch_warmup: bool = True
     """A task's first batch covers all its sketches in one bandit step, one reward per sketch."""
+    warmup_trials: int = 0
+    """Every batch of a task is a warm-up batch (random fills spread over its sketches, one
+    reward per sketch) until it has this many measured trials, with one sketch or several; 0:
+    only the first batch, on tasks with several sketches (`sketch_warmup`). What a task's search
+    refines is decided by its first fills: the later tracks start from their best and rarely
+    leave its neighbourhood, while a random fill's latency has a long tail (MetaSchedule, whose
+    cost model answers at random for its first 100 samples, often finds its best in them)."""
     sketch_renormalise: bool = True
     """Rescale a task's sketch rewards whenever its best improves (False: rewards stay as earned)."""
     sketch_search_rounds: int = 0
@@ -212,9 +219,12 @@ class Bandits:
         live = [n for n in range(len(self.progress)) if n not in self.subgraph_window.disabled]
         return live[round_index % len(live)]
 
-    def wants_warmup(self, task: int, measured_before: bool) -> bool:
-        """Spread this round over all the task's sketches (its first batch, several sketches)?"""
-        return self.config.sketch_warmup and not measured_before and self.sketch_windows[task].n_arms > 1
+    def wants_warmup(self, task: int, measured: int) -> bool:
+        """Spread this round's random fills over all the task's sketches, given its `measured`
+        trials so far (its first batch on several sketches; every batch below `warmup_trials`)?"""
+        if measured < self.config.warmup_trials:
+            return True
+        return self.config.sketch_warmup and not measured and self.sketch_windows[task].n_arms > 1
 
     def best(self, task: int) -> float:
         return self.progress[task].best
