@@ -2,8 +2,9 @@
 
     reset        -> "subgraph" agent sees its SW-UCB window over tasks, picks a task
     step 1       -> "sketch" agent sees the window over that task's sketches, picks a sketch
-    step 2..     -> "track_0".."track_{I-1}" (one shared PPO module) start from random fills of
-                    the sketch and edit their schedules one action per step; reward = relative
+    step 2..     -> "track_0".."track_{I-1}" (one shared PPO module) start from the sketch's
+                    measured bests (elites) or the best-predicted of a few random fills, and edit
+                    their schedules one action per step; reward = relative
                     change of the cost model's score, r = (C(s_t) - C(s_{t-1})) / |C(s_{t-1})|,
                     clipped to +-reward_clip
     adaptive stop: every `lam` track steps the live tracks are ranked by the critic's advantage

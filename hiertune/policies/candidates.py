@@ -26,7 +26,9 @@ class CandidateConfig:
     topk: int = 8
     """Schedules measured per round: the best predicted of those the round visited and nobody measured."""
     epsilon: float = 0.2
-    """Chance per measured slot of a random visited schedule instead of a top-K one (MetaSchedule's eps-greedy)."""
+    """Chance per measured slot of a random schedule the round visited instead of a top-K one.
+    MetaSchedule's eps-greedy share draws from its random initial population instead; here the
+    share keeps the cost model's training data wider than the top of its own ranking."""
     cross_sketch: int = 0
     """Measured slots per round for the task's other sketches (what goes there: `cross_source`)."""
     cross_source: str = "fills"
