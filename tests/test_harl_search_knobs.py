@@ -148,7 +148,7 @@ def test_warmup_batch_covers_every_sketch_and_rewards_each(tmp_path) -> None:
 def test_warmup_trials_keep_batches_random_fills_until_reached(tmp_path) -> None:
     search = make_search(tmp_path, sketch_warmup=True, warmup_trials=16)
     n_sketches = search.spaces[0].num_sketches
-    for batch in range(2):  # 16 trials: two warm-up batches, each spread over every sketch
+    for _ in range(2):  # 16 trials: two warm-up batches, each spread over every sketch
         chosen = search.propose(8)
         assert search.searched_sketch is None and {c.state.sketch for c in chosen} == set(range(n_sketches))
         observe_latencies(search, [c.state for c in chosen], [1e-3 * (1 + i) for i in range(len(chosen))])
