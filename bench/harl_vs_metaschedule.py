@@ -151,6 +151,8 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
         # wall seconds (search + measurement) from the tuner's start to each trial's record
         "elapsed_s": [round(r.time - start_wall, 3) for r in trials],
         "best_ms": finite[-1] if finite else None,
+        # the best after 8 trials, for both tuners (HARL's first batch; MetaSchedule's first is 16):
+        # the key's name is older than that choice and stays so that earlier result files still read
         "first_batch_best_ms": next((c for c in curve[min(7, n - 1):] if c is not None), None) if n else None,
         "curve_ms": curve,
         "wall_s": wall,

@@ -503,8 +503,9 @@ class BandCheck(threading.Thread):
                 self._stop_signal.set()
                 return
             best = values
-            # a check that used its whole time may only have been too short: again with 4x as long
-            again, again_at = (values, self._since + 4 * limit) if spent >= 0.9 * limit else (None, math.inf)
+            # a check that used its whole time may only have been too short: again at once, given the
+            # solve's time so far, which doubles it (waiting for 4x the time idled while the proof was near)
+            again, again_at = (values, time.perf_counter()) if spent >= 0.9 * limit else (None, math.inf)
 
     def _search(self, values: list[int], value: int) -> None:
         """The single bands' least open value below the best incumbent's (the floor rises with
