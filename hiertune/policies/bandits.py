@@ -51,8 +51,8 @@ class BanditConfig:
     reward per sketch) until it has this many measured trials, with one sketch or several; 0:
     only the first batch, on tasks with several sketches (`sketch_warmup`). Aimed at the
     commitment to the basin of the first batch's best fill, as a random fill's latency has a
-    long tail. 16 on the selection half: a gain on some families, a loss on others, the
-    interval over 1.0 (docs/harl.md), so 0 stays the default."""
+    long tail. On the selection half it gains on some families and loses on others
+    (docs/harl.md), so 0 stays the default."""
     sketch_renormalise: bool = True
     """Rescale a task's sketch rewards whenever its best improves (False: rewards stay as earned)."""
     sketch_search_rounds: int = 0

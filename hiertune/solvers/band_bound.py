@@ -466,14 +466,14 @@ class BandCheck(threading.Thread):
         self.join()
 
     def run(self) -> None:
-        again: list[int] | None = None  # an incumbent whose check ran out of time: checked again later
-        again_at = math.inf
+        again: list[int] | None = None  # an incumbent whose check ran out of time: checked again at once
         best: list[int] | None = None  # the best incumbent checked: where the search starts
         search_at = self._since + SEARCH_AFTER * self._min_s
         while True:
             with self._wake:
-                until = min(again_at, search_at if best is not None and not self._searched else math.inf,
-                            self._deadline)
+                # a timed-out check waits for nothing; otherwise a better incumbent, the search or the end
+                until = -math.inf if again is not None else min(
+                    search_at if best is not None and not self._searched else math.inf, self._deadline)
                 self._wake.wait_for(lambda: self._done or self._latest is not None,
                                     timeout=max(until - time.perf_counter(), 0.0))
                 if self._done:
@@ -505,7 +505,7 @@ class BandCheck(threading.Thread):
             best = values
             # a check that used its whole time may only have been too short: again at once, given the
             # solve's time so far, which doubles it (waiting for 4x the time idled while the proof was near)
-            again, again_at = (values, time.perf_counter()) if spent >= 0.9 * limit else (None, math.inf)
+            again = values if spent >= 0.9 * limit else None
 
     def _search(self, values: list[int], value: int) -> None:
         """The single bands' least open value below the best incumbent's (the floor rises with
