@@ -149,3 +149,31 @@ def test_a_spread_round_starts_tracks_in_every_sketch(tmp_path) -> None:
     env.reset(options={"task": 0})
     env.step({"sketch": 1})
     assert {int(env.states[aid].sketch) for aid in env.track_ids} == {1}
+
+
+def test_a_stalled_task_explores_from_fresh_fills_over_every_sketch(tmp_path) -> None:
+    search = make_search(tmp_path, stall_rounds=2, elite_fraction=1.0, elite_fraction_late=None)
+    env, space = search.env, search.spaces[0]
+    elite = space.random_state(1, np.random.default_rng(1))
+    search.measured[0].add("a measured schedule")
+    search._keep_best(0, elite, 1e-3)
+    env.reset(options={"task": 0})
+    env.step({"sketch": 1})
+    assert elite.key in {env.states[aid].key for aid in env.track_ids}  # a track refines the elite
+    for _ in range(2):  # two searched rounds without a new best (the bandits' best stays inf)
+        assert not search._explores(0)
+        search._count_stall(0, search.bandits.best(0), searched=True, explored=False)
+    assert search._explores(0) and search._spreads(0)
+    env.reset(options={"task": 0})
+    env.step({"sketch": 1})
+    assert elite.key not in {env.states[aid].key for aid in env.track_ids}  # fresh fills only
+    assert sorted(int(env.states[aid].sketch) for aid in env.track_ids) == [0, 1, 1, 2]
+    search._count_stall(0, search.bandits.best(0), searched=True, explored=True)  # explored: count again
+    assert search.stalled[0] == 0 and not search._explores(0)
+    search._count_stall(0, search.bandits.best(0), searched=False, explored=False)  # a warm-up batch
+    assert search.stalled[0] == 0
+    search._count_stall(0, search.bandits.best(0), searched=True, explored=False)
+    best_before = search.bandits.best(0)
+    search.bandits.observe_round(0, [1e-3], [1], searched=1)
+    search._count_stall(0, best_before, searched=True, explored=False)  # a new best starts it again
+    assert search.stalled[0] == 0

@@ -80,6 +80,7 @@ ValueFn = Callable[[list[dict[str, np.ndarray]]], np.ndarray]
 ScoreFn = Callable[[int, list[Any]], np.ndarray]
 EliteFn = Callable[[int, int], list[Any]]
 SpreadFn = Callable[[int], bool]
+FreshFn = Callable[[int], bool]
 
 
 @dataclass
@@ -120,6 +121,12 @@ class HarlEnvConfig:
     it by refined elites, so the bandit compares unlike things; a spread round refines every
     sketch once. 0 (off): with 1 it did not beat the defaults beyond run-to-run noise on the
     selection half (docs/harl.md)."""
+    stall_rounds: int = 0
+    """A task whose best has not improved in N searched rounds in a row plays its next round as
+    an exploration round: every track starts from a best-predicted random fill (no elites), the
+    tracks and measured slots are spread over all its sketches as in a spread round, and its
+    count starts again. Exploration is then spent where refinement has stopped paying, not on a
+    fixed share of every task's rounds. 0: off."""
     reward_clip: float = 1.0
     """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
 
@@ -148,8 +155,9 @@ class HarlEnv(MultiAgentEnv):
     PPO critic, used only for adaptive stopping, with discount `gamma`; `elite_fn(task, sketch)`
     the best measured states of a sketch, best first, where `elite_fraction` of the tracks start
     (the rest start from random fills); `spread_fn(task)` whether this round of the task spreads
-    its tracks over all sketches (`spread_rounds`); `bandits` the windows the two bandit agents
-    observe. All are injected by the search loop, which owns them.
+    its tracks over all sketches (`spread_rounds`); `fresh_fn(task)` whether every track of this
+    round starts from a random fill, elites or not (`stall_rounds`); `bandits` the windows the two
+    bandit agents observe. All are injected by the search loop, which owns them.
     """
 
     def __init__(
@@ -164,6 +172,7 @@ class HarlEnv(MultiAgentEnv):
         seed: int = 0,
         elite_fn: EliteFn | None = None,
         spread_fn: SpreadFn | None = None,
+        fresh_fn: FreshFn | None = None,
     ) -> None:
         super().__init__()
         self.config = config or HarlEnvConfig()
@@ -176,6 +185,7 @@ class HarlEnv(MultiAgentEnv):
         self.value_fn = value_fn
         self.elite_fn = elite_fn
         self.spread_fn = spread_fn
+        self.fresh_fn = fresh_fn
         self.elite_fraction = self.config.elite_fraction  # the search loop raises it as trials are spent
         self.rng = np.random.default_rng(seed)
         first = self.spaces[0]
@@ -254,10 +264,11 @@ class HarlEnv(MultiAgentEnv):
         if not 0 <= arm < space.num_sketches:
             raise MultiAgentEnvError(f"sketch arm {arm} out of range (task has {space.num_sketches} sketches)")
         self.sketch = arm
+        elite_fraction = 0.0 if self.fresh_fn is not None and self.fresh_fn(self.task) else self.elite_fraction
         if self.spread_fn is not None and self.spread_fn(self.task):
-            states, scores = self._spread_starts(space, arm)
+            states, scores = self._spread_starts(space, arm, elite_fraction)
         else:
-            states, scores = self._sketch_starts(space, arm, len(self.track_ids))
+            states, scores = self._sketch_starts(space, arm, len(self.track_ids), elite_fraction)
         obs: dict[str, Any] = {SKETCH_AGENT: self.bandits.sketch_observation(self.task)}
         for aid, state, score in zip(self.track_ids, states, scores):
             self.states[aid], self.scores[aid] = state, float(score)
@@ -270,10 +281,11 @@ class HarlEnv(MultiAgentEnv):
         self.due = set(self.track_ids)
         return obs, {SKETCH_AGENT: 0.0}, {SKETCH_AGENT: True, "__all__": False}, {"__all__": False}, {}
 
-    def _sketch_starts(self, space: Any, arm: int, n_tracks: int) -> tuple[list[Any], np.ndarray]:
+    def _sketch_starts(self, space: Any, arm: int, n_tracks: int,
+                       elite_fraction: float) -> tuple[list[Any], np.ndarray]:
         """Starts of `n_tracks` tracks in one sketch: `elite_fraction` of them from its measured
         bests, the rest from best-predicted random fills (or the evolutionary screen)."""
-        n_elite = int(round(self.elite_fraction * n_tracks))
+        n_elite = int(round(elite_fraction * n_tracks))
         measured = list(self.elite_fn(self.task, arm)) if self.elite_fn is not None else []
         elites = measured[:n_elite] if n_elite else []
         n_random = n_tracks - len(elites)
@@ -285,12 +297,12 @@ class HarlEnv(MultiAgentEnv):
             states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
         return states, scores
 
-    def _spread_starts(self, space: Any, arm: int) -> tuple[list[Any], np.ndarray]:
+    def _spread_starts(self, space: Any, arm: int, elite_fraction: float) -> tuple[list[Any], np.ndarray]:
         """The tracks shared out evenly over the task's sketches, the bandit's `arm` first (with
         more sketches than tracks, the sketches after the first `tracks` get none)."""
         order = [arm, *(s for s in range(space.num_sketches) if s != arm)][: len(self.track_ids)]
         n, extra = divmod(len(self.track_ids), len(order))
-        parts = [self._sketch_starts(space, s, n + (i < extra)) for i, s in enumerate(order)]
+        parts = [self._sketch_starts(space, s, n + (i < extra), elite_fraction) for i, s in enumerate(order)]
         return [state for states, _ in parts for state in states], np.concatenate([scores for _, scores in parts])
 
     def _random_starts(self, space: Any, arm: int, n: int) -> tuple[list[Any], np.ndarray]:

@@ -95,6 +95,7 @@ class HarlConfig:
             ("episode.evolve_generations", e.evolve_generations, e.evolve_generations >= 0, ">= 0"),
             ("episode.elite_other_sketches", e.elite_other_sketches, e.elite_other_sketches >= 0, ">= 0"),
             ("episode.spread_rounds", e.spread_rounds, e.spread_rounds >= 0, ">= 0"),
+            ("episode.stall_rounds", e.stall_rounds, e.stall_rounds >= 0, ">= 0"),
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("bandit.warmup_trials", b.warmup_trials, b.warmup_trials >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
@@ -200,7 +201,8 @@ class HarlSearch:
         self.bandits = Bandits([(t.name, t.weight, t.flops) for t in self.tasks],
                                [s.num_sketches for s in self.spaces], config.bandit)
         self.env = HarlEnv(self.spaces, self._score, self.editor.values, self.bandits, config.episode,
-                           gamma=config.ppo.gamma, seed=config.seed, elite_fn=self._elites, spread_fn=self._spreads)
+                           gamma=config.ppo.gamma, seed=config.seed, elite_fn=self._elites, spread_fn=self._spreads,
+                           fresh_fn=self._explores)
         self.measured: list[set[str]] = [set() for _ in self.tasks]
         # (latency, state) per task and sketch, best first
         self.best_states: list[dict[int, list[tuple[float, Any]]]] = [{} for _ in self.tasks]
@@ -210,6 +212,8 @@ class HarlSearch:
         self.searched_sketch: int | None = None  # the sketch this round's tracks searched (None: warm-up)
         self.spread_done = [0] * len(self.tasks)  # spread rounds (`episode.spread_rounds`) played per task
         self.spread_round = False  # this round's tracks covered every sketch of its task
+        self.stalled = [0] * len(self.tasks)  # searched rounds in a row without a new best, per task
+        self.explore_round = False  # this round is a stalled task's exploration round (`episode.stall_rounds`)
         self._resume()
 
     # ------------------------------------------------------------------ the strategy's two phases
@@ -221,6 +225,7 @@ class HarlSearch:
         self.editor.update([episode])
         task = self.env.task
         warmup = self.bandits.wants_warmup(task, len(self.measured[task]))
+        self.explore_round = not warmup and self._explores(task)
         self.spread_round = not warmup and self._spreads(task)
         self.searched_sketch = None if warmup or self.spread_round else int(self.env.sketch)
         if warmup:
@@ -243,6 +248,7 @@ class HarlSearch:
         (MetaSchedule's `notify_runner_results`). An empty round retires its sketch."""
         task, sketch = self.env.task, self.env.sketch
         round_id = self.trials_done() + 1  # the round's first trial: groups its records on resume
+        best_before = self.bandits.best(task)
         for candidate, result in zip(candidates, results):
             self.store.append(self._record(candidate, result, round_id))
             self.measured[candidate.task].add(candidate.key)
@@ -250,7 +256,9 @@ class HarlSearch:
         self.cost_model.update([c.state for c in candidates], [r.mean_s for r in results])
         self.bandits.observe_round(task, [r.mean_s for r in results], [int(c.state.sketch) for c in candidates],
                                    searched=self.searched_sketch)
-        self.spread_done[task] += self.spread_round
+        self._count_stall(task, best_before, searched=self.searched_sketch is not None or self.spread_round,
+                          explored=self.explore_round)
+        self.spread_done[task] += self.spread_round and not self.explore_round
         if not candidates:  # nothing new left in this sketch: take it (and maybe the task) out of play
             self.exhausted = self.bandits.retire(task, sketch)
 
@@ -318,10 +326,14 @@ class HarlSearch:
             return (r.task, "round", r.extra["round"]) if "round" in r.extra else (r.task, "sketch", r.extra.get("sketch"))
 
         for (task_name, *_), group in itertools.groupby(records, key=round_of):
-            group = list(group)
-            self.bandits.observe_round(index[task_name], [r.mean_s for r in group], [r.extra.get("sketch") for r in group],
-                                       searched=group[0].extra.get("searched"))
-            self.spread_done[index[task_name]] += bool(group[0].extra.get("spread"))
+            group, n = list(group), index[task_name]
+            extra = group[0].extra
+            best_before = self.bandits.best(n)
+            self.bandits.observe_round(n, [r.mean_s for r in group], [r.extra.get("sketch") for r in group],
+                                       searched=extra.get("searched"))
+            spread, explored = bool(extra.get("spread")), bool(extra.get("explore"))
+            self._count_stall(n, best_before, searched=extra.get("searched") is not None or spread, explored=explored)
+            self.spread_done[n] += spread and not explored
         if states:
             self.cost_model.update(states, latencies)
 
@@ -341,9 +353,24 @@ class HarlSearch:
         return others + own
 
     def _spreads(self, task: int) -> bool:
-        """Does this round of `task` spread its tracks over all its sketches (`episode.spread_rounds`)?"""
+        """Does this round of `task` spread its tracks over all its sketches (one of its first
+        `episode.spread_rounds`, or an exploration round)?"""
         return (self.spaces[task].num_sketches > 1 and bool(self.measured[task])
-                and self.spread_done[task] < self.config.episode.spread_rounds)
+                and (self.spread_done[task] < self.config.episode.spread_rounds or self._explores(task)))
+
+    def _explores(self, task: int) -> bool:
+        """Is this round of `task` an exploration round: its best stalled for `episode.stall_rounds`
+        searched rounds, so every track starts from a random fill?"""
+        stall = self.config.episode.stall_rounds
+        return stall > 0 and bool(self.measured[task]) and self.stalled[task] >= stall
+
+    def _count_stall(self, task: int, best_before: float, *, searched: bool, explored: bool) -> None:
+        """Count a searched round that did not improve the task's best; an improvement or an
+        exploration round starts the count again, a warm-up batch leaves it be."""
+        if explored or self.bandits.best(task) < best_before:
+            self.stalled[task] = 0
+        elif searched:
+            self.stalled[task] += 1
 
     def _record(self, candidate: Candidate, result: MeasureResult, round_id: int) -> MeasureRecord:
         latencies = result.latencies_s if result.ok else None
@@ -354,7 +381,8 @@ class HarlSearch:
             error=None if result.ok else (result.error or "failed"), build_s=result.build_s, run_s=result.run_s,
             time=time.time(), tuner=TUNER, trial=self.trials_done() + 1,
             extra={"sketch": int(candidate.state.sketch), "round": round_id, "searched": self.searched_sketch,
-                   **({"spread": True} if self.spread_round else {})},
+                   **({"spread": True} if self.spread_round else {}),
+                   **({"explore": True} if self.explore_round else {})},
         )
 
     def _play_episode(self) -> Any:
