@@ -234,3 +234,25 @@ def test_without_searched_rounds_the_warmup_decides(tmp_path) -> None:
     observe_latencies(search, [c.state for c in chosen], [1e-3 * (1 + 9 * c.state.sketch) for c in chosen])
     search.propose(2)
     assert search.env.sketch == 0
+
+
+def test_stall_rounds_explore_after_rounds_without_a_new_best_and_resume(tmp_path) -> None:
+    search = make_search(tmp_path, stall_rounds=1, epsilon=0.0)
+    n_sketches = search.spaces[0].num_sketches
+    kinds = []
+    for latency in (1e-3, 2e-3, 2e-3, 2e-3):  # the warm-up's best is never beaten
+        chosen = search.propose(6)
+        kinds.append((search.explore_round, search.searched_sketch is None))
+        if search.explore_round:
+            assert {c.state.sketch for c in chosen} == set(range(n_sketches))  # spread over every sketch
+        observe_latencies(search, [c.state for c in chosen], [latency] * len(chosen))
+    # warm-up, a searched round that stalls, the exploration round, a searched round again
+    assert kinds == [(False, True), (False, False), (True, True), (False, False)]
+    assert search.stalled[0] == 1 and search.spread_done[0] == 0
+    explored = [r for r in search.store.trials() if r.extra.get("explore")]
+    assert len(explored) == 6 and all(r.extra["spread"] for r in explored)
+    resumed = make_search(tmp_path, stall_rounds=1, epsilon=0.0)  # the same records file
+    assert resumed.stalled == search.stalled and resumed.spread_done == search.spread_done
+    assert resumed._explores(0)
+    with pytest.raises(HiertuneError, match="episode.stall_rounds"):
+        make_search(tmp_path, stall_rounds=-1)
