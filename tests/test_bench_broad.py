@@ -110,3 +110,20 @@ def test_an_ab_arm_meets_the_stored_metaschedule_best_only_on_the_same_cpu(bench
     assert bench.baseline_ms(stored, "GMM:1", 0, "znver4") is None
     assert bench.baseline_ms(stored, "GMM:1", 0, "znver5") == 1.5
     assert bench.baseline_ms(stored, "GMM:1", 1, "znver5") is None  # no pair of that seed
+
+
+def test_round_hits_count_rounds_after_a_stall(load_bench, tmp_path) -> None:
+    import json
+
+    hits = load_bench("round_hits")
+    run = [("W", 4.0), ("S", 2.0), ("S", 3.0), ("S", 2.5), ("E", 2.2), ("S", 2.1), ("S", 2.4), ("S", 1.0)]
+    # after W, S+ the best 2.0 stalls for two S rounds; the E round after them finds nothing and
+    # starts the count again, so only the last S (after two more misses) counts, and it halves the best
+    assert hits.after_stall(run, 2) == [("E", None), ("S", 2.0)]
+    records = tmp_path / "r.jsonl"
+    lines = [{"tuner": "harl", "round": 1, "searched": None, "latencies_s": [4.0]},
+             {"tuner": "harl", "round": 1, "searched": None, "latencies_s": None},
+             {"tuner": "harl", "round": 9, "searched": None, "spread": True, "explore": True, "latencies_s": [3.0]},
+             {"tuner": "metaschedule", "round": 9, "latencies_s": [0.1]}]
+    records.write_text("\n".join(json.dumps(line) for line in lines))
+    assert hits.rounds(records) == [("W", 4.0), ("E", 3.0)]
