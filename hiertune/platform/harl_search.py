@@ -256,8 +256,9 @@ class HarlSearch:
         self.cost_model.update([c.state for c in candidates], [r.mean_s for r in results])
         self.bandits.observe_round(task, [r.mean_s for r in results], [int(c.state.sketch) for c in candidates],
                                    searched=self.searched_sketch)
-        self._count_stall(task, best_before, searched=self.searched_sketch is not None or self.spread_round,
-                          explored=self.explore_round)
+        if candidates:  # an empty round leaves no records to resume from, so it does not count
+            self._count_stall(task, best_before, searched=self.searched_sketch is not None or self.spread_round,
+                              explored=self.explore_round)
         self.spread_done[task] += self.spread_round and not self.explore_round
         if not candidates:  # nothing new left in this sketch: take it (and maybe the task) out of play
             self.exhausted = self.bandits.retire(task, sketch)
