@@ -19,7 +19,9 @@ from hiertune.policies.ppo_editor import PPO_MODULE, SKETCH_MODULE, SUBGRAPH_MOD
 
 
 def make_search(tmp_path, **overrides) -> HarlSearch:
-    config = harl_config(**{"tracks": 4, "lam": 3, "rho": 0.5, "min_tracks": 2, "max_steps": 12, "seed": 0, **overrides})
+    """GMM-S with small tracks; no warm-up batch, as a warm-up round plays no tracks."""
+    config = harl_config(**{"tracks": 4, "lam": 3, "rho": 0.5, "min_tracks": 2, "max_steps": 12, "seed": 0,
+                            "sketch_warmup": False, **overrides})
     target = make_target("llvm")
     return HarlSearch(get_workload("GMM-S", target), target, None, RecordStore(tmp_path / "r.jsonl"), config)
 
@@ -45,6 +47,17 @@ def test_ppo_weights_change_and_bandits_do_not(search: HarlSearch) -> None:
         assert bandit.get_state() == state == {}
     # the learner only built optimisers for the PPO editor (actor and critic lr)
     assert set(search.editor.learner_group._learner._named_optimizers) == {f"{PPO_MODULE}_actor", f"{PPO_MODULE}_critic"}
+
+
+def test_a_warmup_round_plays_no_tracks_and_leaves_ppo_alone(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True)
+    ppo = search.editor.module[PPO_MODULE]
+    before = {k: v.clone() for k, v in ppo.state_dict().items()}
+    assert search._play_episode() is None and search.env.track_steps == 0
+    chosen = search.propose(6)  # the warm-up batch: random fills over every sketch
+    assert {c.state.sketch for c in chosen} == set(range(search.spaces[0].num_sketches))
+    after = ppo.state_dict()
+    assert all(torch.equal(after[k], before[k]) for k in before)
 
 
 def test_adaptive_stopping_ends_tracks_at_different_steps(search: HarlSearch) -> None:

@@ -222,7 +222,8 @@ class HarlSearch:
         to measure (MetaSchedule's `generate_measure_candidates`)."""
         self.env.elite_fraction = self.config.episode.elite_share(self.trials_done() / self.config.trials)
         episode = self._play_episode()
-        self.editor.update([episode])
+        if episode is not None:
+            self.editor.update([episode])
         task = self.env.task
         warmup = self.bandits.wants_warmup(task, len(self.measured[task]))
         self.explore_round = not warmup and self._explores(task)
@@ -387,7 +388,9 @@ class HarlSearch:
         )
 
     def _play_episode(self) -> Any:
-        """One round of the hierarchy; returns the tracks' MultiAgentEpisode for PPO."""
+        """One round of the hierarchy; returns the tracks' MultiAgentEpisode for PPO, or None for a
+        warm-up round: its batch is random fills, so its tracks would never be measured, and in a
+        task's first round the untrained cost model's hash scores would teach PPO noise."""
         from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
         forced = self.bandits.forced_task(len(self.rounds))
@@ -409,6 +412,8 @@ class HarlSearch:
                     extra[aid] = {"action_logp": logp[i], "action_dist_inputs": logits[i]}
             obs, rewards, terminateds, truncateds, _ = self.env.step(actions)
             if SKETCH_AGENT in actions:  # tracks start now: their episode begins here
+                if self.bandits.wants_warmup(self.env.task, len(self.measured[self.env.task])):
+                    return None
                 episode.add_env_reset(observations={aid: o for aid, o in obs.items() if aid in self.env.track_ids})
                 started = True
                 continue
