@@ -6,7 +6,8 @@ Per round (= one `HarlEnv` episode), `propose`:
      `elite_fraction_late` as the budget is spent) or from the best-predicted of `start_pool`
      random fills; the shared PPO editor edits them step by step, the cost model scoring every
      new schedule; adaptive stopping drops weak tracks
-  3. PPO learns from the round's episode (learner group update)
+  3. PPO learns from the round's episode (learner group update); a warm-up round (below) plays
+     no tracks, so PPO learns nothing from it
   4. the top-K visited schedules by predicted score that are not measured yet are the round's
      candidates (`policies.candidates`); a task's first batch covers all its sketches instead
 the runner measures them, and `observe`:
