@@ -34,14 +34,12 @@ def round_kind(extra: dict[str, Any]) -> str:
 
 def rounds(records: Path) -> list[tuple[str, float]]:
     """(kind, best latency in s) per HARL round of one records file, in order."""
+    from hiertune.platform.records import RecordStore
+
     out: dict[Any, list] = {}
-    for line in records.read_text().splitlines():
-        r = json.loads(line)
-        if r.get("tuner") != "harl":
-            continue
-        extra = r.get("extra") or r  # records store `extra` flattened beside the fields
-        entry = out.setdefault(extra.get("round"), [round_kind(extra), math.inf])
-        entry[1] = min(entry[1], min(r["latencies_s"]) if r.get("latencies_s") else math.inf)
+    for r in RecordStore(records, writer=False).trials(tuner="harl"):
+        entry = out.setdefault(r.extra.get("round"), [round_kind(r.extra), math.inf])
+        entry[1] = min(entry[1], min(r.latencies_s) if r.latencies_s else math.inf)
     return [(kind, best) for kind, best in out.values()]
 
 

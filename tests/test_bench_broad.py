@@ -121,9 +121,11 @@ def test_round_hits_count_rounds_after_a_stall(load_bench, tmp_path) -> None:
     # starts the count again, so only the last S (after two more misses) counts, and it halves the best
     assert hits.after_stall(run, 2) == [("E", None), ("S", 2.0)]
     records = tmp_path / "r.jsonl"
-    lines = [{"tuner": "harl", "round": 1, "searched": None, "latencies_s": [4.0]},
-             {"tuner": "harl", "round": 1, "searched": None, "latencies_s": None},
-             {"tuner": "harl", "round": 9, "searched": None, "spread": True, "explore": True, "latencies_s": [3.0]},
-             {"tuner": "metaschedule", "round": 9, "latencies_s": [0.1]}]
+    measure = {"kind": "measure", "task": "GMM-S", "record": {}}
+    lines = [{**measure, "key": "a", "tuner": "harl", "round": 1, "searched": None, "latencies_s": [4.0]},
+             {**measure, "key": "b", "tuner": "harl", "round": 1, "searched": None, "latencies_s": None},
+             {**measure, "key": "c", "tuner": "harl", "round": 9, "searched": None, "spread": True, "explore": True,
+              "latencies_s": [3.0]},
+             {**measure, "key": "d", "tuner": "metaschedule", "round": 9, "latencies_s": [0.1]}]
     records.write_text("\n".join(json.dumps(line) for line in lines))
     assert hits.rounds(records) == [("W", 4.0), ("E", 3.0)]
