@@ -100,6 +100,38 @@ def test_track_actions_respect_the_mask(search: HarlSearch) -> None:
     assert torch.get_num_threads() == 1
 
 
+def test_uniform_edits_ignore_the_actor_and_keep_the_mask(tmp_path) -> None:
+    """The `uniform-edits` ablation: legal edits drawn evenly, whatever the actor's weights say;
+    PPO still trains on the steps (its critic stops tracks)."""
+    from hiertune.platform.harl_search import ABLATIONS
+
+    search = make_search(tmp_path, **{k.split(".")[1]: v for k, v in ABLATIONS["uniform-edits"].items()})
+    obs, _ = search.env.reset(options={"task": 0})
+    obs, *_ = search.env.step({"sketch": 0})
+    tracks = [aid for aid in obs if aid.startswith("track_")]
+    with torch.no_grad():  # an actor that would always pick its favourite edit
+        for p in search.editor.module[PPO_MODULE].pi.parameters():
+            p.mul_(1e3)
+    counts = np.zeros_like(obs[tracks[0]]["action_mask"])
+    for _ in range(200):
+        actions, logp, _ = search.editor.act([obs[tracks[0]]])
+        counts[actions[0]] += 1
+    legal = obs[tracks[0]]["action_mask"] == 1
+    assert counts[~legal].sum() == 0
+    assert (counts[legal] > 0).sum() >= min(legal.sum(), 10)  # spread, not one favourite
+    assert np.isclose(logp[0], -np.log(legal.sum()))
+    episode = search._play_episode()
+    results = search.editor.update([episode])
+    assert results[PPO_MODULE]["num_module_steps_trained"].peek() > 0
+
+
+def test_an_unknown_track_policy_is_named(tmp_path) -> None:
+    from hiertune.errors import HiertuneError
+
+    with pytest.raises(HiertuneError, match="ppo.track_policy"):
+        harl_config(track_policy="greedy").validate()
+
+
 def test_similar_tasks_share_a_group() -> None:
     """Ansor's forward term compares a task with similar ones: same operator chain, any shape."""
     from hiertune.policies.bandits import task_group

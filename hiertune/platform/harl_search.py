@@ -46,7 +46,8 @@ from hiertune.policies.candidates import (
     spread_over_sketches,
 )
 from hiertune.policies.cost_model import CostModelConfig
-from hiertune.policies.ppo_editor import SKETCH_MODULE, SUBGRAPH_MODULE, PPOEditorConfig, agent_to_module
+from hiertune.policies.ppo_editor import (SKETCH_MODULE, SUBGRAPH_MODULE, TRACK_POLICIES, PPOEditorConfig,
+                                          agent_to_module)
 from hiertune.workloads import Workload
 
 TUNER = "harl"
@@ -100,6 +101,8 @@ class HarlConfig:
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("bandit.warmup_trials", b.warmup_trials, b.warmup_trials >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
+            ("ppo.track_policy", self.ppo.track_policy, self.ppo.track_policy in TRACK_POLICIES,
+             f"one of {', '.join(TRACK_POLICIES)}"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
             ("candidates.cross_source", c.cross_source, c.cross_source in CROSS_SOURCES, f"one of {', '.join(CROSS_SOURCES)}"),
@@ -118,6 +121,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-whole-moves": {"space.whole_tile_moves": False},
     "random-starts": {"episode.elite_fraction": 0.0, "episode.start_pool": 1},
     "no-epsilon": {"candidates.epsilon": 0.0},
+    "uniform-edits": {"ppo.track_policy": "uniform"},
     # the seed paper's search: random-fill starts, one prime factor per tile edit, greedy top-K,
     # one sketch per bandit step, rewards as earned
     "paper": {"episode.elite_fraction": 0.0, "episode.start_pool": 1, "space.whole_tile_moves": False,

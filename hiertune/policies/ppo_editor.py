@@ -66,6 +66,14 @@ class PPOEditorConfig:
     """Track steps per minibatch."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of the actor and of the critic."""
+    track_policy: str = "ppo"
+    """Who picks the tracks' edits: ppo (the actor, the paper's) or uniform (an ablation: each edit
+    drawn uniformly from the legal ones, so the tracks are a random walk that only the cost model's
+    top-K and adaptive stopping filter; PPO still trains on those steps, so the critic that stops
+    tracks learns as before). Measures what the learned policy adds."""
+
+
+TRACK_POLICIES = ("ppo", "uniform")
 
 
 def agent_to_module(agent_id: str, *args: Any, **kwargs: Any) -> str:
@@ -223,8 +231,11 @@ class PPOEditor:
     @torch.no_grad()
     def act(self, observations: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sample masked edits for a batch of tracks: (actions, log-probs, distribution inputs)."""
-        out = self.module[PPO_MODULE].forward_exploration(self._batch(observations))
-        logits = out["action_dist_inputs"]
+        batch = self._batch(observations)
+        if self.editor.track_policy == "uniform":  # the mask alone: 0 where legal, FLOAT_MIN elsewhere
+            logits = torch.clamp(torch.log(batch["obs"]["action_mask"]), min=FLOAT_MIN)
+        else:
+            logits = self.module[PPO_MODULE].forward_exploration(batch)["action_dist_inputs"]
         dist = torch.distributions.Categorical(logits=logits)
         actions = dist.sample()
         return actions.numpy(), dist.log_prob(actions).numpy(), logits.numpy()
