@@ -268,16 +268,14 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
     else:
         if len(allowed) != n:
             raise PartitionError(f"allowed has {len(allowed)} sets for {n} nodes of {graph.name!r}")
-        sets, low, high = [], [], []  # one pass: a window's solve calls this for every node
-        for v, a in enumerate(allowed):
-            ks = sorted(a)
-            if ks and (ks[0] < 0 or ks[-1] >= num_stages):  # out-of-range stages are dropped
-                ks = [k for k in ks if 0 <= k < num_stages]
-            if not ks:
-                raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
-            sets.append(ks)
-            low.append(ks[0])
-            high.append(ks[-1])
+        sets = [sorted(a) for a in allowed]  # comprehensions: a window's solve calls this per node
+        if not all(ks and 0 <= ks[0] and ks[-1] < num_stages for ks in sets):
+            sets = [[k for k in ks if 0 <= k < num_stages] for ks in sets]  # out-of-range stages are dropped
+            for v, ks in enumerate(sets):
+                if not ks:
+                    raise PartitionError(f"node {graph.nodes[v].name!r} has no allowed stage")
+        low = [ks[0] for ks in sets]
+        high = [ks[-1] for ks in sets]
     lo = np.asarray(low, dtype=np.int64)
     hi = np.asarray(high, dtype=np.int64)
     order = topological_array(graph)
@@ -302,7 +300,10 @@ def propagate_allowed(graph: OpGraph, num_stages: int, allowed: list[set[int]] |
         )
     out = list(sets)
     for v in free:
-        kept = [k for k in sets[v] if low[v] <= k <= high[v]]
+        ks = sets[v]
+        if ks[0] >= low[v] and ks[-1] <= high[v]:
+            continue  # not tightened
+        kept = [k for k in ks if low[v] <= k <= high[v]]
         if not kept:
             raise PartitionError(
                 f"no stage of node {graph.nodes[v].name!r} is consistent with its dependencies' allowed stages"

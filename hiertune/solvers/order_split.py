@@ -64,7 +64,11 @@ def least_peak(prefix: np.ndarray, num_stages: int) -> float:
     peak, each test whether K greedy runs (each as long as it fits) hold the whole order; when
     fewer do, splitting some further to exactly K never raises the peak, as K <= N."""
     params = np.diff(prefix)
-    lo, hi = int(max(params.max(), -(-prefix[-1] // num_stages))), int(prefix[-1])
+    largest, total = int(params.max()), int(prefix[-1])
+    lo = max(largest, -(-total // num_stages))
+    # greedy runs within ceil(total / K) + the largest node each end above total / K (the next
+    # node did not fit), so K of them hold the order: the bisection starts from that bound
+    hi = min(total, -(-total // num_stages) + largest)
     while lo < hi:  # up to 64 peaks tested at once, in K vectorised steps: ~6 bits per round
         peaks = np.unique(np.linspace(lo, hi, num=min(hi - lo + 1, 64)).astype(np.int64))
         fits = _reach(prefix, peaks, num_stages)[-1] >= params.size  # monotone in the peak, true at hi
@@ -145,10 +149,9 @@ def split_order(graph: OpGraph, order: list[int], num_stages: int,
         cuts.append(int(start[cuts[-1] - first_end]))
     cuts.append(0)
     cuts.reverse()  # cuts[k] .. cuts[k + 1] is stage k
-    stages = [0] * n
-    for k in range(K):
-        for p in range(cuts[k], cuts[k + 1]):
-            stages[order[p]] = k
+    stage = np.empty(n, dtype=np.int64)
+    stage[np.asarray(order, dtype=np.int64)] = np.repeat(np.arange(K), np.diff(cuts))
+    stages = stage.tolist()
     check_partition(graph, stages, K)
     return stages
 

@@ -153,6 +153,12 @@ class _Layer:
         return self._members
 
 
+def _mask(members: np.ndarray) -> int:
+    """A bool array over the nodes as a bit mask (node v = bit v), packed in C rather than
+    or-ed together node by node."""
+    return int.from_bytes(np.packbits(members, bitorder="little").tobytes(), "little")
+
+
 def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max_ideals: int,
             deadline: float, peak_hi: float) -> list[_Layer]:
     """The ideals each I_b may be, from I_{-1} = {} to I_{K-1} = the whole graph; with `peak_hi`
@@ -169,12 +175,8 @@ def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max
     last = hi.tolist()
     base_weight = np.cumsum(stage_param_bytes(graph, last, num_stages)).tolist()
     base_cut = boundary_comm_bytes(graph, last, num_stages)
-    by_last = [0] * num_stages
-    for v, b in enumerate(last):
-        by_last[b] |= 1 << v
-    base = 0
     for b in range(num_stages - 1):
-        base |= by_last[b]
+        base = _mask(hi <= b)
         opened = np.flatnonzero((lo <= b) & (hi > b)).tolist()
         too_wide = IdealDpLimitError(f"the window of {graph.name!r} has more than {max_ideals} ideals around "
                                      f"boundary {b} (too wide for the window DP); use an ILP solver")
@@ -279,15 +281,11 @@ def window_partition(graph: OpGraph, num_stages: int, allowed: list[set[int]] | 
     for layer, parent in zip(reversed(layers[1:]), reversed(parents)):
         chain.append(layer.masks[j])
         j = int(parent[j])
-    chain.reverse()
-    stages, inside = [0] * n, 0
-    for b, mask in enumerate(chain):
-        entering = mask & ~inside
-        while entering:
-            low = entering & -entering
-            stages[low.bit_length() - 1] = b
-            entering ^= low
-        inside = mask
+    chain.reverse()  # I_0 < ... < I_{K-1}: a node's stage is the number of them it is not in
+    nbytes = (n + 7) // 8
+    raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in chain), dtype=np.uint8)
+    inside = np.unpackbits(raw.reshape(len(chain), nbytes), axis=1, bitorder="little")[:, :n]
+    stages = (len(chain) - inside.sum(axis=0, dtype=np.int64)).tolist()
     objectives = evaluate_partition(graph, stages, K, cache_bytes)
     size = sum(len(layer) for layer in layers[1:-1])
     return PartitionResult(
