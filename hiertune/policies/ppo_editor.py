@@ -70,12 +70,15 @@ class PPOEditorConfig:
     """Edits drawn from the policy per track step; the track takes the one whose result the cost
     model scores best (1: the drawn edit, the paper's). A best-of-M step screens edits by the cost
     model before taking one, as MetaSchedule screens its mutants before measuring: M times the
-    scoring per step. PPO learns from the taken edit with the policy's log-probability of it."""
+    scoring per step. PPO learns from the taken edit with the policy's log-probability of it.
+    1 (off): with 4 it was worse on the selection half, at three times the search time: the cost
+    model ranks near-best schedules poorly this early (docs/harl.md)."""
     track_policy: str = "ppo"
     """Who picks the tracks' edits: ppo (the actor, the paper's) or uniform (an ablation: each edit
     drawn uniformly from the legal ones, so the tracks are a random walk that only the cost model's
     top-K and adaptive stopping filter; PPO still trains on those steps, so the critic that stops
-    tracks learns as before). Measures what the learned policy adds."""
+    tracks learns as before). Measures what the learned policy adds: uniform was worse on the
+    selection half, most on convolutions (docs/harl.md)."""
 
 
 TRACK_POLICIES = ("ppo", "uniform")
