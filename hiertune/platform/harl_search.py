@@ -440,14 +440,15 @@ class HarlSearch:
         edits, so the env's own step reuses them), with the policy's log-probability of it."""
         draws, logps, logits = self.editor.act([obs[aid] for aid in tracks], samples=self.config.ppo.edit_samples)
         space = self.env.spaces[self.env.task]
-        options = [list(dict.fromkeys(draws[:, i].tolist())) for i in range(len(tracks))]
+        columns = draws.T.tolist()  # per track, its draws
+        options = [list(dict.fromkeys(column)) for column in columns]
         states = [space.apply(self.env.states[aid], a) for aid, acts in zip(tracks, options) for a in acts]
         scores = self._score(self.env.task, states).tolist()
         chosen, chosen_logp, at = [], [], 0
-        for i, acts in enumerate(options):
+        for i, (column, acts) in enumerate(zip(columns, options)):
             best = max(range(len(acts)), key=lambda j: scores[at + j])
             chosen.append(acts[best])
-            chosen_logp.append(logps[draws[:, i].tolist().index(acts[best]), i])
+            chosen_logp.append(logps[column.index(acts[best]), i])
             at += len(acts)
         return np.asarray(chosen), np.asarray(chosen_logp), logits
 

@@ -93,6 +93,11 @@ def agent_to_module(agent_id: str, *args: Any, **kwargs: Any) -> str:
     return PPO_MODULE
 
 
+def mask_logits(mask: torch.Tensor) -> torch.Tensor:
+    """Logits of an action mask: 0 where an edit is legal, FLOAT_MIN (never drawn) elsewhere."""
+    return torch.clamp(torch.log(mask), min=FLOAT_MIN)
+
+
 class MaskedPPOModule(DefaultPPOTorchRLModule):
     """RLlib's default PPO actor-critic on `observations`, with illegal edits' logits at -inf.
 
@@ -115,7 +120,7 @@ class MaskedPPOModule(DefaultPPOTorchRLModule):
 
     @staticmethod
     def _mask(out: dict, mask: Any) -> dict:
-        out[Columns.ACTION_DIST_INPUTS] = out[Columns.ACTION_DIST_INPUTS] + torch.clamp(torch.log(mask), min=FLOAT_MIN)
+        out[Columns.ACTION_DIST_INPUTS] = out[Columns.ACTION_DIST_INPUTS] + mask_logits(mask)
         return out
 
     def _forward_inference(self, batch: dict, **kwargs: Any) -> dict:
@@ -241,8 +246,8 @@ class PPOEditor:
         """Sample masked edits for a batch of tracks: (actions, log-probs, distribution inputs);
         with `samples` > 0, that many draws per track: actions and log-probs of shape (samples, tracks)."""
         batch = self._batch(observations)
-        if self.editor.track_policy == "uniform":  # the mask alone: 0 where legal, FLOAT_MIN elsewhere
-            logits = torch.clamp(torch.log(batch["obs"]["action_mask"]), min=FLOAT_MIN)
+        if self.editor.track_policy == "uniform":  # the mask alone: every legal edit equally likely
+            logits = mask_logits(batch["obs"]["action_mask"])
         else:
             logits = self.module[PPO_MODULE].forward_exploration(batch)["action_dist_inputs"]
         dist = torch.distributions.Categorical(logits=logits)

@@ -146,10 +146,7 @@ class _Layer:
         """Bool matrix: does ideal i hold node v. Built once per layer, as both of its
         neighbouring boundaries read it."""
         if self._members is None:
-            nbytes = (self.num_nodes + 7) // 8
-            raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in self.masks), dtype=np.uint8)
-            bits = np.unpackbits(raw.reshape(len(self.masks), nbytes), axis=1, bitorder="little")
-            self._members = bits[:, : self.num_nodes].astype(bool)
+            self._members = _unpack(self.masks, self.num_nodes).astype(bool)
         return self._members
 
 
@@ -157,6 +154,13 @@ def _mask(members: np.ndarray) -> int:
     """A bool array over the nodes as a bit mask (node v = bit v), packed in C rather than
     or-ed together node by node."""
     return int.from_bytes(np.packbits(members, bitorder="little").tobytes(), "little")
+
+
+def _unpack(masks: list[int], num_nodes: int) -> np.ndarray:
+    """`_mask` backwards, for many masks at once: a 0/1 uint8 matrix, row i = mask i's nodes."""
+    nbytes = (num_nodes + 7) // 8
+    raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in masks), dtype=np.uint8)
+    return np.unpackbits(raw.reshape(len(masks), nbytes), axis=1, bitorder="little")[:, :num_nodes]
 
 
 def _layers(graph: OpGraph, lo: np.ndarray, hi: np.ndarray, num_stages: int, max_ideals: int,
@@ -282,10 +286,7 @@ def window_partition(graph: OpGraph, num_stages: int, allowed: list[set[int]] | 
         chain.append(layer.masks[j])
         j = int(parent[j])
     chain.reverse()  # I_0 < ... < I_{K-1}: a node's stage is the number of them it is not in
-    nbytes = (n + 7) // 8
-    raw = np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in chain), dtype=np.uint8)
-    inside = np.unpackbits(raw.reshape(len(chain), nbytes), axis=1, bitorder="little")[:, :n]
-    stages = (len(chain) - inside.sum(axis=0, dtype=np.int64)).tolist()
+    stages = (len(chain) - _unpack(chain, n).sum(axis=0, dtype=np.int64)).tolist()
     objectives = evaluate_partition(graph, stages, K, cache_bytes)
     size = sum(len(layer) for layer in layers[1:-1])
     return PartitionResult(
