@@ -95,3 +95,40 @@ def test_predict_batch_of_64_and_failed_measurements(measured):
     # a failed schedule is scored below the measured best
     assert scores[0] < scores[int(np.argmin(lat[2:30])) + 2]
 
+
+
+def test_pairwise_rank_gradients_match_finite_differences():
+    from hiertune.policies.cost_model import pairwise_rank_gradients
+
+    rng = np.random.default_rng(0)
+    pred, ys = rng.random(7), rng.random(7)
+    groups = np.array([0, 0, 0, 1, 1, 1, 1])
+
+    def loss(p: np.ndarray) -> float:
+        total = 0.0
+        for g in (0, 1):
+            idx = np.flatnonzero(groups == g)
+            for i in idx:
+                for j in idx:
+                    if ys[i] > 1.02 * ys[j]:
+                        total += ys[i] * np.log1p(np.exp(-10 * (p[i] - p[j]))) / (len(idx) - 1)
+        return total
+
+    grad, hess = pairwise_rank_gradients(pred, ys, groups, scale=10.0, min_ratio=1.02)
+    eye = np.eye(7) * 1e-6
+    numeric = np.array([(loss(pred + eye[k]) - loss(pred - eye[k])) / 2e-6 for k in range(7)])
+    np.testing.assert_allclose(grad, numeric, atol=1e-6)
+    assert (hess >= 0).all() and hess.sum() > 0
+
+
+def test_ranking_term_trains_and_keeps_the_score_scale(measured):
+    from hiertune.policies.cost_model import CostModelConfig
+
+    _, states, lat = measured
+    model = CostModel(CostModelConfig(rank_weight=1.0))
+    model.update(states[:44], list(lat[:44]))
+    pred = model.predict(states)
+    assert model.trained and np.isfinite(pred).all()
+    assert spearman(pred[:44], -lat[:44]) > 0.5
+    # the squared error still anchors the scores to normalised throughput (best = 1)
+    assert 0.3 < pred[int(np.argmin(lat[:44]))] < 1.5

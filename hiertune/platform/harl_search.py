@@ -105,6 +105,9 @@ class HarlConfig:
             ("ppo.track_policy", self.ppo.track_policy, self.ppo.track_policy in TRACK_POLICIES,
              f"one of {', '.join(TRACK_POLICIES)}"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
+            ("cost_model.rank_weight", self.cost_model.rank_weight, self.cost_model.rank_weight >= 0, ">= 0"),
+            ("cost_model.rank_scale", self.cost_model.rank_scale, self.cost_model.rank_scale > 0, "> 0"),
+            ("cost_model.rank_min_ratio", self.cost_model.rank_min_ratio, self.cost_model.rank_min_ratio >= 1, ">= 1"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
             ("candidates.cross_source", c.cross_source, c.cross_source in CROSS_SOURCES, f"one of {', '.join(CROSS_SOURCES)}"),
         ]
