@@ -9,7 +9,9 @@ asked to rank the rest of the pool. Reported per variant, as geomeans over (oper
   (HARL measures its top-K per round, so this is what a round could reach);
 * `top1`: the same for the single top-ranked schedule;
 * `spearman` over the pool, and `spearman_top20` over the pool's fastest 20 %: does it order
-  the near-best, where the search is decided.
+  the near-best, where the search is decided;
+* for each variant, `top8_over_defaults`: its top8 / the defaults' top8 on the same training
+  trials and pool, with a bootstrap 90 % interval over (operator, run).
 Only selection-half records (shape index 1) should be fed in: variants are chosen here.
 
     python bench/cost_model_offline.py --records 'runs/broad_select/*_1_*/*.jsonl' \\
@@ -112,7 +114,7 @@ def main() -> None:
                 fastest = latency <= np.quantile(latency, 0.2)
                 for name, overrides in variants:
                     model = CostModel(replace(CostModelConfig(), **overrides))
-                    model._features = features
+                    model._features = features  # a private cache, shared on purpose: same space, same states
                     model.update([s for s, _ in train], [t for _, t in train])
                     pred = model.predict([s for s, _ in test])
                     order = np.argsort(-pred, kind="stable")
@@ -130,11 +132,21 @@ def main() -> None:
                 "top1": geomean([r["top1"] for r in sel]),
                 "spearman": float(np.mean([r["spearman"] for r in sel])),
                 "spearman_top20": float(np.mean([r["spearman_top20"] for r in sel])), "pairs": len(sel)}
+            if name != "defaults":  # paired: the same training trials and pool as the defaults row
+                base = {(r["operator"], r["source"]): r["top8"] for r in rows
+                        if r["budget"] == budget and r["variant"] == "defaults"}
+                ratios = [r["top8"] / base[(r["operator"], r["source"])] for r in sel]
+                summary[f"{name} @ {budget}"].update(
+                    top8_over_defaults=geomean(ratios), top8_over_defaults_ci90=bootstrap_ci90(ratios))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"records": args.records, "summary": summary, "rows": rows}, indent=1))
-    print(f"{'variant @ trials seen':32} {'top8':>6} {'top1':>6} {'rho':>6} {'rho top20%':>10}")
+    print(f"{'variant @ trials seen':32} {'top8':>6} {'top1':>6} {'rho':>6} {'rho top20%':>10}  top8 / defaults")
     for key, s in summary.items():
-        print(f"{key:32} {s['top8']:6.3f} {s['top1']:6.3f} {s['spearman']:6.3f} {s['spearman_top20']:10.3f}")
+        paired = ""
+        if "top8_over_defaults" in s:
+            lo, hi = s["top8_over_defaults_ci90"]
+            paired = f"{s['top8_over_defaults']:.3f} ({lo:.3f}-{hi:.3f})"
+        print(f"{key:32} {s['top8']:6.3f} {s['top1']:6.3f} {s['spearman']:6.3f} {s['spearman_top20']:10.3f}  {paired}")
     plot(summary, args.out.with_suffix(".png"))
     print(f"wrote {args.out} and its .png")
 
