@@ -34,13 +34,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from harl_vs_metaschedule import bootstrap_ci90, geomean  # noqa: E402
+from trace_compare import spearman  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:

@@ -96,7 +96,6 @@ def test_predict_batch_of_64_and_failed_measurements(measured):
     assert scores[0] < scores[int(np.argmin(lat[2:30])) + 2]
 
 
-
 def test_pairwise_rank_gradients_match_finite_differences():
     from hiertune.policies.cost_model import pairwise_rank_gradients
 

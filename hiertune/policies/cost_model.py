@@ -25,6 +25,7 @@ higher is faster.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import zlib
@@ -49,7 +50,8 @@ class CostModelConfig:
     adaptive_training: bool = True  # retrain only after the data grew by 20% (MetaSchedule's rule)
     feature_cache: int = 50_000  # states whose features are kept
     rank_weight: float = 0.0
-    """Weight of the pairwise ranking term against the squared error; 0 = MetaSchedule's objective."""
+    """Weight of the pairwise ranking term against the squared error; 0 = MetaSchedule's objective.
+    0 (off): it lost to the squared error alone in the loop on the selection half (docs/harl.md)."""
     rank_scale: float = 10.0
     """Logit per unit of normalised-throughput difference in the ranking term: at 10, a pair
     predicted 0.1 apart counts as ordered with odds e:1."""
@@ -164,7 +166,6 @@ class CostModel:
         return scores
 
 
-
 def pairwise_rank_gradients(
     pred: np.ndarray, ys: np.ndarray, groups: np.ndarray, scale: float, min_ratio: float,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -190,6 +191,7 @@ def pairwise_rank_gradients(
     return grad, hess
 
 
+@functools.cache
 def _ranked_xgb_class() -> type:
     """MetaSchedule's XGBModel (its plain Python class: we never hand it to TVM's C++ side)
     trained on squared error plus the pairwise ranking term."""
@@ -229,4 +231,3 @@ def _ranked_xgb_class() -> type:
             )
 
     return RankedXGBModel
-

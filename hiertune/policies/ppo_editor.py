@@ -71,8 +71,8 @@ class PPOEditorConfig:
     model scores best (1: the drawn edit, the paper's). A best-of-M step screens edits by the cost
     model before taking one, as MetaSchedule screens its mutants before measuring: M times the
     scoring per step. PPO learns from the taken edit with the policy's log-probability of it.
-    1 (off): with 4 it was worse on the selection half, at three times the search time: the cost
-    model ranks near-best schedules poorly this early (docs/harl.md)."""
+    1 (off): with 4 it was worse on the selection half and cost more search time: the cost model
+    ranks near-best schedules poorly this early (docs/harl.md)."""
     track_policy: str = "ppo"
     """Who picks the tracks' edits: ppo (the actor, the paper's) or uniform (an ablation: each edit
     drawn uniformly from the legal ones, so the tracks are a random walk that only the cost model's
