@@ -1,11 +1,13 @@
 """The exact DP over the graph's ideals: the same lexicographic optimum as CP-SAT on every
-objective (tight caches included), hints only bound it, wide graphs stop with a clear error,
+objective (tight caches included), hints only bound it, a graph with one topological order is
+split exactly, the hinted whole-graph DP is the layered one, wide graphs stop with a clear error,
 and `hiertune partition --solver ideal-dp` solves the whole graph. The window DP: CP-SAT's
 optimum on the same window, and `auto` uses it where the window's lattice fits."""
 
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -13,11 +15,14 @@ from hiertune.cli import main
 from hiertune.envs.synthetic_dags import SyntheticDagConfig, generate_dag
 from hiertune.errors import HiertuneError
 from hiertune.solvers.baselines import libcoral_partition
+from hiertune.solvers.graph import Edge, OpGraph, OpNode
 from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice, ideal_partition
-from hiertune.solvers.ilp import IlpConfig, PartitionError, check_partition, evaluate_partition, solve_partition
+from hiertune.solvers.ilp import (IlpConfig, PartitionError, check_partition, evaluate_partition, has_one_order,
+                                  solve_partition)
 from hiertune.solvers.incilp import window_allowed
 from hiertune.solvers.order_split import refine_cuts
-from hiertune.solvers.window_dp import WINDOW_MAX_IDEALS, ideals_lower_bound, monotone_allowed, window_partition
+from hiertune.solvers.window_dp import (WINDOW_MAX_IDEALS, ideals_lower_bound, monotone_allowed, whole_graph_partition,
+                                        window_partition)
 from hiertune.solvers.zoo import load_zoo_graph
 
 
@@ -39,10 +44,55 @@ def test_ideal_dp_on_a_real_graph_with_a_hint_and_many_stages():
     for k in (4, 16):
         cold = ideal_partition(g, k)
         hinted = ideal_partition(g, k, hint=libcoral_partition(g, k))
+        layered = whole_graph_partition(g, k, hint=libcoral_partition(g, k))
         exact = solve_partition(g, k, IlpConfig(solver="cpsat", time_limit_s=120))
-        assert cold.objectives == hinted.objectives == exact.objectives
+        assert cold.objectives == hinted.objectives == layered.objectives == exact.objectives
     lattice = ideal_lattice(g)
     assert lattice.weight[-1] == g.total_param_bytes and lattice.cut[0] == lattice.cut[-1] == 0
+
+
+def _residual_chain(seed: int) -> OpGraph:
+    """A chain of 24 ops with random parameter bytes and a skip edge from every third op three
+    ahead: each op feeds the next, so the topological order is the only one."""
+    rng = random.Random(seed)
+    nodes = [OpNode(f"op{i}", "Conv2D", rng.randrange(1, 50_000)) for i in range(24)]
+    edges = [Edge(i, i + 1, rng.randrange(1, 20_000)) for i in range(23)]
+    edges += [Edge(i, i + 3, rng.randrange(1, 20_000)) for i in range(0, 21, 3)]
+    return OpGraph(f"residual_chain_{seed}", nodes, edges)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_a_graph_with_one_topological_order_is_solved_as_its_exact_split(k):
+    """Chains with skip edges (residual blocks without parallel branches): the DP's lattice is one
+    chain, and the split of that order it runs instead is CP-SAT's optimum."""
+    chains = [_residual_chain(seed) for seed in range(3)]
+    for g in chains:
+        assert has_one_order(g)
+        assert ideal_lattice(g).size == g.num_nodes + 1
+        for cache in (10**12, g.total_param_bytes // (2 * k)):
+            dp = ideal_partition(g, k, cache)
+            exact = solve_partition(g, k, IlpConfig(solver="cpsat", cache_bytes=cache, time_limit_s=60))
+            assert "one topological order" in dp.phases[0] and dp.optimal
+            assert dp.objectives == exact.objectives
+    assert has_one_order(load_zoo_graph("densenet121", "tflite"))
+    assert not has_one_order(load_zoo_graph("inceptionv3", "tflite"))
+
+
+@pytest.mark.parametrize("seed", [0, 3, 7])
+def test_the_hinted_whole_graph_dp_is_the_layered_dp_with_the_walks_optimum(seed):
+    """With a hint, the whole graph's DP is the layered window DP over every node, pruned by the
+    hint's peak: the lattice walk's optimum on every objective."""
+    g = generate_dag(seed, SyntheticDagConfig(num_nodes=30))
+    assert not has_one_order(g)
+    for k in (3, 5):
+        for cache in (10**12, g.total_param_bytes // (2 * k)):
+            hint = refine_cuts(g, libcoral_partition(g, k), k, cache)
+            walk = ideal_partition(g, k, cache)
+            layered = whole_graph_partition(g, k, cache, hint=hint)
+            assert layered.phases[0].startswith("ideals within the hint's peak")
+            assert layered.optimal and layered.objectives == walk.objectives
+            assert solve_partition(g, k, IlpConfig(solver="ideal-dp", cache_bytes=cache),
+                                   hint=hint).objectives == walk.objectives
 
 
 def test_wide_graph_stops_with_a_clear_error():

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     console.print(stage_table(graph, result.stages, args.stages, cache,
                               f"{graph.name}: Inc-ILP plan, {args.stages} stages"))
-    status = ("optimal" if math.isinf(args.gamma) else "window optimum") if result.optimal else "best in time"
+    status = ("optimal" if math.isinf(result.gamma) else "window optimum") if result.optimal else "best in time"
     rows = [
         ("Inc-ILP" if not math.isinf(args.gamma) else f"exact ({result.solver})", result.objectives, status),
         (f"initial ({result.initial_source})", result.initial_objectives, "no ILP"),
@@ -151,8 +151,13 @@ def run(args: argparse.Namespace) -> int:
         rows.insert(2, ("initial, exact cuts", result.refined_objectives, "order DP"))
     console.print(objectives_table(rows))
     size = "ideals" if result.solver == "ideal-dp" else "variables"
-    console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} window solve(s), {args.window} window {result.window_size}/"
-                  f"{graph.num_nodes} nodes, {result.num_vars} {size}; initial plan {result.init_seconds:.2f} s")
+    if result.solver == "order-split":
+        console.print(f"the graph has one topological order: every plan splits it, so the initial plan's exact cuts "
+                      f"are the optimum and no window was solved; initial plan {result.init_seconds:.2f} s")
+    else:
+        console.print(f"solver {result.solver}: {result.solve_seconds:.2f} s in {result.rounds} window solve(s), {args.window} "
+                      f"window {result.window_size}/{graph.num_nodes} nodes, {result.num_vars} {size}; "
+                      f"initial plan {result.init_seconds:.2f} s")
     if result.widenings:
         console.print(f"the window bounded the solve: widened {result.widenings} time(s) in all, the widest to gamma {result.gamma:g}")
     if result.recuts:

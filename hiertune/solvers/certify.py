@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from hiertune.solvers.graph import OpGraph
-from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_partition
+from hiertune.solvers.ideal_dp import IdealDpLimitError
 from hiertune.solvers.ilp import IDEAL_DP, IlpConfig, Objectives, solve_partition
+from hiertune.solvers.window_dp import whole_graph_partition
 
 
 def global_lower_bounds(graph: OpGraph, num_stages: int, cache_bytes: int) -> Objectives:
@@ -61,7 +62,7 @@ def prove(graph: OpGraph, num_stages: int, plan: list[int], objectives: Objectiv
         runs.append(ProofRun(f"{res.solver} {label}", res.solve_seconds, res.optimal, list(res.objectives),
                              res.optimal and tuple(res.objectives) == tuple(objectives), res.fallback or ""))
     try:
-        dp = ideal_partition(graph, num_stages, config.cache_bytes, plan, config.time_limit_s, dp_max_ideals)
+        dp = whole_graph_partition(graph, num_stages, config.cache_bytes, plan, config.time_limit_s, dp_max_ideals)
         runs.append(ProofRun("ideal-dp hinted", dp.solve_seconds, True, list(dp.objectives),
                              tuple(dp.objectives) == tuple(objectives), dp.phases[0]))
     except IdealDpLimitError as err:

@@ -451,6 +451,23 @@ def topological_array(graph: OpGraph) -> np.ndarray:
     return graph.memo("ilp.order", lambda g: np.asarray(g.topological_order(), dtype=np.int64))
 
 
+def has_one_order(graph: OpGraph) -> bool:
+    """Is the topological order the graph's only one (each node feeds the next)? Then its ideals
+    form a chain, every plan is a split of that order, and `order_split.split_order` along it is
+    the exact optimum: residual networks without parallel branches (DenseNets, EfficientNets in
+    TFLite form) are such chains at 300-800 ops. Memoised."""
+    return graph.memo("ilp.one_order", _has_one_order)
+
+
+def _has_one_order(graph: OpGraph) -> bool:
+    order, arrays = topological_array(graph), graph_arrays(graph)
+    n = graph.num_nodes
+    if n < 2:
+        return True
+    edges = arrays.edge_src.astype(np.int64) * n + arrays.edge_dst
+    return bool(np.isin(order[:-1] * n + order[1:], edges).all())
+
+
 def _node_pairs(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
     """Producer and consumer of every distinct (src, dst) edge: one precedence per pair."""
     arrays = graph_arrays(graph)
@@ -468,6 +485,7 @@ def prepare_graph(graph: OpGraph) -> None:
     graph.asap_levels()
     graph.memo("ilp.node_pairs", _node_pairs)
     topological_array(graph)
+    has_one_order(graph)
     from hiertune.solvers.ideal_dp import bit_graph  # the DPs' view of the graph (ideal_dp imports this module)
     from hiertune.solvers.incilp import prepare_windows  # Inc-ILP's window levels (incilp imports it too)
 
@@ -670,7 +688,7 @@ def solve_partition(
     on_incumbent: Callable[[list[int]], None] | None = None,
 ) -> PartitionResult:
     """Lexicographically optimal K-stage partition within the allowed stage sets. `ideal-dp`
-    solves the whole graph (`ideal_dp.ideal_partition`) or a window (`window_dp.window_partition`);
+    solves the whole graph (`window_dp.whole_graph_partition`) or a window (`window_dp.window_partition`);
     `auto` solves a window (some allowed set narrowed) by the window DP when its ideal intervals
     fit `window_dp.WINDOW_MAX_IDEALS`, else, like a whole graph, by Gurobi or CP-SAT. The
     result's `solver` names the method that ran. `on_incumbent` is handed each plan an ILP backend
@@ -685,15 +703,14 @@ def solve_partition(
                 f"the ideal DP minimises {','.join(PAPER_OBJECTIVES)} in that order only, not --objectives "
                 f"{','.join(objectives)}; drop --objectives or use an ILP solver (cpsat, gurobi, highs)"
             )
-        from hiertune.solvers.ideal_dp import ideal_partition
-        from hiertune.solvers.window_dp import window_partition
+        from hiertune.solvers.window_dp import whole_graph_partition, window_partition
 
         if window:
             res = window_partition(graph, num_stages, allowed, config.cache_bytes, config.time_limit_s,
                                    max_ideals=DEFAULT_MAX_IDEALS, max_pairs=DEFAULT_MAX_IDEALS**2,
                                    peak_hi=_peak_within(graph, num_stages, allowed, hint))
         else:
-            res = ideal_partition(graph, num_stages, config.cache_bytes, hint, config.time_limit_s)
+            res = whole_graph_partition(graph, num_stages, config.cache_bytes, hint, config.time_limit_s)
         return _dp_result(graph, num_stages, res)
     dp_note = None
     start = time.perf_counter()  # a window DP that gives up counts in the solve's time

@@ -38,6 +38,10 @@ reach (weights given as separate source nodes, constants and their preprocessing
 all of those at level 0, so one weight edge crossing a late boundary would stretch its window
 back to the graph's start. They sit one level before their earliest consumer instead
 (`window_levels`), which is where they act.
+
+A graph with one topological order (a chain of residual blocks: DenseNets and EfficientNets in
+TFLite form) needs no window: every plan splits that order, so the start's exact cuts are the
+global optimum, proven (with the default solvers; a named ILP solver or gamma inf still runs).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from hiertune.solvers.order_split import can_beat, packed_order, plan_order, ref
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import (
     EDGE_TPU_CACHE_BYTES,
+    IDEAL_DP,
     PAPER_OBJECTIVES,
     IlpConfig,
     Objectives,
@@ -64,7 +69,9 @@ from hiertune.solvers.ilp import (
     evaluate_objectives,
     evaluate_partition,
     graph_arrays,
+    has_one_order,
     solve_partition,
+    stage_macs,
 )
 from hiertune.solvers.window_dp import WINDOW_MAX_IDEALS, ideals_lower_bound, too_wide_to_enumerate
 
@@ -356,7 +363,10 @@ def inc_ilp(
         if packed_key < start_key:
             init, plan, source, start_key = packed, packed, "packed", packed_key
     init_seconds, init_cpu = time.perf_counter() - t0, time.process_time() - c0
-    run = _solve_windows(graph, num_stages, config, plan, lower)
+    if _one_order_suffices(graph, config):
+        run = _one_order_run(graph, num_stages, plan, start_key)
+    else:
+        run = _solve_windows(graph, num_stages, config, plan, lower)
     if (config.initial == "auto" and scheduler is not None and run.seconds > config.second_start_after_s
             and not all(proven_by_bounds(run.result.objectives, lower))):
         t1, c1 = time.perf_counter(), time.process_time()
@@ -394,6 +404,24 @@ def inc_ilp(
         widenings=run.widenings,
         recuts=run.recuts,
     )
+
+
+def _one_order_suffices(graph: OpGraph, config: IncIlpConfig) -> bool:
+    """Is the start's exact split the optimum, with no window to solve? On a graph with one
+    topological order, for the paper's objectives (the split's), unless the caller asked for the
+    exact solve (gamma inf) or a particular ILP solver to run."""
+    return (config.refine_cuts and not math.isinf(config.gamma) and config.ilp.solver in ("auto", IDEAL_DP)
+            and tuple(config.ilp.objectives) == PAPER_OBJECTIVES and has_one_order(graph))
+
+
+def _one_order_run(graph: OpGraph, num_stages: int, plan: list[int], key: Objectives) -> _WindowRuns:
+    """The start on a graph with one topological order: every plan splits that order, and the
+    start's cuts are already its exact split, so it is the global optimum and no window is solved
+    (gamma inf: proven on the whole graph)."""
+    result = PartitionResult(stages=plan, objectives=key, solve_seconds=0.0, optimal=True, solver="order-split",
+                             max_stage_macs=max(stage_macs(graph, plan, num_stages)), key=tuple(key),
+                             phases=["one topological order: the start's exact cuts are the optimum"])
+    return _WindowRuns(result, 0.0, 0.0, window_size=0, rounds=0, gamma=math.inf, widenings=0)
 
 
 def _window_start(graph: OpGraph, stages: list[int], num_stages: int, config: IncIlpConfig) -> list[int]:

@@ -29,16 +29,21 @@ the window.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from hiertune.solvers.graph import OpGraph
-from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice, start_clock
+from hiertune.solvers.ideal_dp import IdealDpLimitError, ideal_lattice, ideal_partition, start_clock
 from hiertune.solvers.ilp import (
+    DEFAULT_MAX_IDEALS,
+    EDGE_TPU_CACHE_BYTES,
     PartitionError,
     PartitionResult,
     boundary_comm_bytes,
+    check_partition,
     evaluate_partition,
+    has_one_order,
     propagate_allowed,
     stage_param_bytes,
 )
@@ -295,3 +300,28 @@ def window_partition(graph: OpGraph, num_stages: int, allowed: list[set[int]] | 
         phases=[f"window ideals: {size}, pairs: {pairs}", f"peak {best_peak}", f"off-cache {int(off[0])}",
                 f"comm {int(comm[0])}"],
     )
+
+
+def whole_graph_partition(graph: OpGraph, num_stages: int, cache_bytes: int = EDGE_TPU_CACHE_BYTES,
+                          hint: list[int] | None = None, time_limit_s: float = 300.0,
+                          max_ideals: int = DEFAULT_MAX_IDEALS) -> PartitionResult:
+    """The whole graph's exact DP over ideals in its fastest form. With a `hint`, first the layered
+    DP above with every node free and only the ideals that a chain within the hint's peak can use:
+    from a good hint (libcoral's split with exact cuts) that is a few hundred ideals per boundary
+    on narrow graphs, where the lattice walk visits all of them in every bisection step (2-40x
+    slower on DenseNets, Inception-ResNet, ConvNeXt, ViT). Where the layers exceed the window
+    DP's limits, and without a hint, the walk (`ideal_dp.ideal_partition`)."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    if hint is not None and not has_one_order(graph):  # one order: the walk's exact split is faster
+        check_partition(graph, hint, num_stages)
+        peak = evaluate_partition(graph, hint, num_stages, cache_bytes)[0]
+        try:
+            res = window_partition(graph, num_stages, None, cache_bytes, time_limit_s, peak_hi=peak)
+            return replace(res, phases=[f"ideals within the hint's peak: {res.num_vars}", *res.phases[1:]])
+        except IdealDpLimitError:
+            if time.perf_counter() - start >= time_limit_s:
+                raise
+    left = time_limit_s - (time.perf_counter() - start)
+    res = ideal_partition(graph, num_stages, cache_bytes, hint, left, max_ideals)
+    # a layered attempt that gave up counts in the solve's time
+    return replace(res, solve_seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start)
