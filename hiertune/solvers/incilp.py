@@ -140,7 +140,7 @@ class IncIlpResult:
     solve_seconds: float  # the window's exact solve
     init_seconds: float  # producing the initial plan (pointer-net inference)
     optimal: bool  # optimal within the window
-    solver: str  # the method that solved the window: ideal-dp, cpsat, gurobi, highs
+    solver: str  # the method that solved the window: ideal-dp, cpsat, gurobi, highs; order-split: no window (one order)
     window_size: int  # re-opened nodes
     num_nodes: int
     gamma: float  # the widest window's half-width (config.gamma, doubled per widening of one start's window)
