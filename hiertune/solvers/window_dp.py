@@ -308,9 +308,10 @@ def whole_graph_partition(graph: OpGraph, num_stages: int, cache_bytes: int = ED
     """The whole graph's exact DP over ideals in its fastest form. With a `hint`, first the layered
     DP above with every node free and only the ideals that a chain within the hint's peak can use:
     from a good hint (libcoral's split with exact cuts) that is a few hundred ideals per boundary
-    on narrow graphs, where the lattice walk visits all of them in every bisection step (2-40x
-    slower on DenseNets, Inception-ResNet, ConvNeXt, ViT). Where the layers exceed the window
-    DP's limits, and without a hint, the walk (`ideal_dp.ideal_partition`)."""
+    on narrow branchy graphs (Inception-ResNet, ConvNeXt, ViT), where the lattice walk visits
+    every ideal in each bisection step. Where the layers exceed the window DP's limits, without a
+    hint, and on a graph with one topological order (its exact split), the walk
+    (`ideal_dp.ideal_partition`)."""
     start, cpu_start = time.perf_counter(), time.process_time()
     if hint is not None and not has_one_order(graph):  # one order: the walk's exact split is faster
         check_partition(graph, hint, num_stages)
