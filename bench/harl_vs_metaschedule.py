@@ -33,6 +33,8 @@ A schedule-space option against the defaults (two HARL arms back to back per cas
 against the MetaSchedule best of the broad JSON):
 
     python bench/harl_vs_metaschedule.py --suite broad-select --space-option largest_prime_moves=1 --only DEP:1
+
+(`--suite-trials 256` runs the same shapes at another budget, keyed `DEP:1@256`.)
 """
 
 from __future__ import annotations
@@ -859,6 +861,8 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     target = make_target("llvm", num_cores=args.runner_cores)
     host = host_cpu()
     plan = [c for c in broad_plan(args.suite) if not args.only or c["key"] in args.only]
+    if args.trials_override:  # another budget on the same shapes: its own keys, no stored MS best
+        plan = [{**c, "key": f"{c['key']}@{args.trials_override}", "trials": args.trials_override} for c in plan]
     work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
     runner = None
     try:

@@ -242,3 +242,18 @@ def test_a_stalled_task_explores_from_fresh_fills_over_every_sketch(tmp_path) ->
     search.bandits.observe_round(0, [1e-3], [1], searched=1)
     search._count_stall(0, best_before, searched=True, explored=False)  # a new best starts it again
     assert search.stalled[0] == 0
+
+
+def test_a_stalled_task_with_elite_starts_refines_every_sketch(tmp_path) -> None:
+    search = make_search(tmp_path, stall_rounds=2, stall_starts="elites", elite_fraction=1.0, elite_fraction_late=None)
+    env, space = search.env, search.spaces[0]
+    elite = space.random_state(1, np.random.default_rng(1))
+    search.measured[0].add("a measured schedule")
+    search._keep_best(0, elite, 1e-3)
+    for _ in range(2):
+        search._count_stall(0, search.bandits.best(0), searched=True, explored=False)
+    assert search._explores(0) and search._spreads(0) and not search._fresh_starts(0)
+    env.reset(options={"task": 0})
+    env.step({"sketch": 1})
+    assert elite.key in {env.states[aid].key for aid in env.track_ids}  # the sketch's elite is refined
+    assert sorted(int(env.states[aid].sketch) for aid in env.track_ids) == [0, 1, 1, 2]

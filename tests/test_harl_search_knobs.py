@@ -256,3 +256,5 @@ def test_stall_rounds_explore_after_rounds_without_a_new_best_and_resume(tmp_pat
     assert resumed._explores(0)
     with pytest.raises(HiertuneError, match="episode.stall_rounds"):
         make_search(tmp_path, stall_rounds=-1)
+    with pytest.raises(HiertuneError, match="episode.stall_starts.*fills or elites"):
+        make_search(tmp_path, stall_rounds=1, stall_starts="random")

@@ -40,6 +40,7 @@ SKETCH_AGENT = "sketch"
 TRACK_PREFIX = "track_"
 # Fixed arm capacity of the bandits' observation and action spaces; a workload uses the first n.
 MAX_ARMS = 128
+STALL_STARTS = ("fills", "elites")  # where an exploration round's tracks start (`stall_starts`)
 
 
 def bandit_observation_space(max_arms: int = MAX_ARMS) -> gym.spaces.Dict:
@@ -129,6 +130,11 @@ class HarlEnvConfig:
     fixed share of every task's rounds. 0 (off): with 2 it made no difference beyond noise on
     the selection half, and its rounds found new bests as often as searched rounds did
     (docs/harl.md)."""
+    stall_starts: str = "fills"
+    """Where an exploration round's tracks start (`stall_rounds`): "fills", every track from a
+    best-predicted random fill; "elites", as a spread round's, each sketch's share from its own
+    measured bests and fills, so the sketches the bandit passed over after a few random fills get
+    refined once before they are compared with the refined one."""
     reward_clip: float = 1.0
     """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
 

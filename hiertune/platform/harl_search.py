@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig
+from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, STALL_STARTS, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig
 from hiertune.envs.schedule_space import SpaceConfig
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json
@@ -98,6 +98,7 @@ class HarlConfig:
             ("episode.elite_other_sketches", e.elite_other_sketches, e.elite_other_sketches >= 0, ">= 0"),
             ("episode.spread_rounds", e.spread_rounds, e.spread_rounds >= 0, ">= 0"),
             ("episode.stall_rounds", e.stall_rounds, e.stall_rounds >= 0, ">= 0"),
+            ("episode.stall_starts", e.stall_starts, e.stall_starts in STALL_STARTS, " or ".join(STALL_STARTS)),
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("bandit.warmup_trials", b.warmup_trials, b.warmup_trials >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
@@ -211,7 +212,7 @@ class HarlSearch:
                                [s.num_sketches for s in self.spaces], config.bandit)
         self.env = HarlEnv(self.spaces, self._score, self.editor.values, self.bandits, config.episode,
                            gamma=config.ppo.gamma, seed=config.seed, elite_fn=self._elites, spread_fn=self._spreads,
-                           fresh_fn=self._explores)
+                           fresh_fn=self._fresh_starts)
         self.measured: list[set[str]] = [set() for _ in self.tasks]
         # (latency, state) per task and sketch, best first
         self.best_states: list[dict[int, list[tuple[float, Any]]]] = [{} for _ in self.tasks]
@@ -374,6 +375,11 @@ class HarlSearch:
         searched rounds, so every track starts from a random fill?"""
         stall = self.config.episode.stall_rounds
         return stall > 0 and bool(self.measured[task]) and self.stalled[task] >= stall
+
+    def _fresh_starts(self, task: int) -> bool:
+        """Does every track of this round of `task` start from a random fill (an exploration
+        round with `episode.stall_starts` "fills")?"""
+        return self._explores(task) and self.config.episode.stall_starts == "fills"
 
     def _count_stall(self, task: int, best_before: float, *, searched: bool, explored: bool) -> None:
         """Count a searched round that did not improve the task's best; an improvement or an
