@@ -135,8 +135,7 @@ class HarlEnvConfig:
     best-predicted random fill; "elites", as a spread round's, each sketch's share from its own
     measured bests and fills, so the sketches the bandit passed over after a few random fills get
     refined once before they are compared with the refined one. Stays "fills": at 256 trials
-    on the selection half "elites" refined every sketch and still ended level with the
-    defaults, the sketches reaching about the same best (docs/harl.md)."""
+    on the selection shapes "elites" ended level with the defaults (docs/harl.md)."""
     reward_clip: float = 1.0
     """Cap on |r|: a predicted score near 0 would otherwise turn into a huge relative change."""
 
