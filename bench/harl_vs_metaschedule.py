@@ -893,13 +893,54 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                              "over_ms": {label: runs[label]["best_ms"] / ms if ms else None for label in runs}}
                 print(f"[{time.strftime('%H:%M:%S')}] {tag} {key}: defaults {runs['defaults']['best_ms']:.4f} ms, "
                       f"option {runs['option']['best_ms']:.4f} ms, ratio {arms[key]['option_over_defaults']:.3f}", flush=True)
-                summary.setdefault("geomean_option_over_defaults", {})[tag] = geomean(
-                    [a["option_over_defaults"] for a in arms.values()])
+                ratios = [a["option_over_defaults"] for a in arms.values()]
+                summary.setdefault("geomean_option_over_defaults", {})[tag] = geomean(ratios)
+                summary.setdefault("geomean_option_over_defaults_ci90", {})[tag] = bootstrap_ci90(ratios)
                 _save(summary, out_path)
+                plot_ab(summary, out_path.with_suffix(".png"))
     finally:
         if runner is not None:
             runner.close()
     return summary
+
+
+def plot_ab(summary: dict[str, Any], path: Path) -> None:
+    """One panel per A/B option: option / defaults best latency per case and seed (below 1: the
+    option found faster schedules), the geomean and its bootstrap 90% interval as a band."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    from hiertune.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    tags = [tag for tag, arms in summary.get("ab", {}).items() if arms]
+    if not tags:
+        return
+    fig, axes = plt.subplots(len(tags), 1, figsize=(12, 3.6 * len(tags)), squeeze=False)
+    for ax, tag in zip(axes[:, 0], tags):
+        arms = summary["ab"][tag]
+        keys = list(arms)
+        ratios = [arms[k]["option_over_defaults"] for k in keys]
+        # bars grow from 1.0 on a log axis: a 0.8 and a 1.25 are the same size of effect
+        ax.bar(range(len(keys)), [r - 1.0 for r in ratios], bottom=1.0,
+               color=["tab:green" if r <= 1.0 else "tab:red" for r in ratios])
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2f"))
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        g, ci = geomean(ratios), bootstrap_ci90(ratios)
+        if g:
+            ax.axhline(g, color="tab:blue", linestyle="--", label=f"geomean {g:.3f}"
+                       + (f" (90% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
+            if ci:
+                ax.axhspan(ci[0], ci[1], color="tab:blue", alpha=0.12)
+            ax.legend(fontsize=8)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=7)
+        ax.set_ylabel("option / defaults latency")
+        ax.set_title(tag, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("HARL option against HARL defaults, back to back (case@seed)")
+    save_figure(fig, path, dpi=110)
 
 
 def baseline_ms(broad_cases: dict[str, Any], key: str, seed: int, host: str) -> float | None:
@@ -1240,11 +1281,13 @@ def main() -> None:
         return
     from rich.console import Console
 
-    if args.suite in (BROAD_SELECT, BROAD_REPORT) and args.space_option:
+    replot_ab = args.replot and Path(args.out).exists() and "ab" in json.loads(Path(args.out).read_text())
+    if args.suite in (BROAD_SELECT, BROAD_REPORT) and (args.space_option or replot_ab):
         if args.out == str(SUITE_JSON):
             args.out = str(BROAD_JSON.with_name(BROAD_JSON.stem + "_ab.json"))
-        summary = run_ab(args)
-        Console().print(summary.get("geomean_option_over_defaults"))
+        summary = json.loads(Path(args.out).read_text()) if args.replot else run_ab(args)
+        plot_ab(summary, Path(args.out).with_suffix(".png"))
+        Console().print(summary.get("geomean_option_over_defaults"), summary.get("geomean_option_over_defaults_ci90"))
         return
     if args.suite in (BROAD_SELECT, BROAD_REPORT):
         if args.out == str(SUITE_JSON):

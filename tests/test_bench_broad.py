@@ -129,3 +129,13 @@ def test_round_hits_count_rounds_after_a_stall(load_bench, tmp_path) -> None:
              {**measure, "key": "d", "tuner": "metaschedule", "round": 9, "latencies_s": [0.1]}]
     records.write_text("\n".join(json.dumps(line) for line in lines))
     assert hits.rounds(records) == [("W", 4.0), ("E", 3.0)]
+
+
+def test_an_ab_plot_draws_one_panel_per_option(bench, tmp_path):
+    summary = {"ab": {"x=1": {"GMM:1@0": {"option_over_defaults": 0.8}, "C2D:1@0": {"option_over_defaults": 1.25}},
+                      "y=2": {}}}
+    path = tmp_path / "ab.png"
+    bench.plot_ab(summary, path)
+    assert path.stat().st_size > 0
+    bench.plot_ab({"ab": {"y=2": {}}}, tmp_path / "none.png")  # nothing finished: no figure
+    assert not (tmp_path / "none.png").exists()
