@@ -926,19 +926,7 @@ def plot_ab(summary: dict[str, Any], path: Path) -> None:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))
         ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2f"))
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        g, ci = geomean(ratios), bootstrap_ci90(ratios)
-        if g:
-            ax.axhline(g, color="tab:blue", linestyle="--", label=f"geomean {g:.3f}"
-                       + (f" (90% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
-            if ci:
-                ax.axhspan(ci[0], ci[1], color="tab:blue", alpha=0.12)
-            ax.legend(fontsize=8)
-        ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=7)
-        ax.set_ylabel("option / defaults latency")
-        ax.set_title(tag, fontsize=9)
-        ax.grid(axis="y", alpha=0.3)
+        _ratio_axes(ax, keys, geomean(ratios), bootstrap_ci90(ratios), "option / defaults latency", tag)
     fig.suptitle("HARL option against HARL defaults, back to back (case@seed)")
     save_figure(fig, path, dpi=110)
 
@@ -999,6 +987,23 @@ def broad_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines + [""] + heads + ["", "Made by " + ", then ".join(f"`{c}`" for c in summary.get("commands", [])) + "."])
 
 
+def _ratio_axes(ax: Any, keys: list[str], g: float | None, ci: list[float] | None, ylabel: str, title: str) -> None:
+    """The frame of a per-case ratio panel: the line at 1.0, the geomean and its 90% interval as a
+    band, the case names under the bars."""
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    if g:
+        ax.axhline(g, color="tab:blue", linestyle="--", label=f"geomean {g:.3f}"
+                   + (f" (90% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
+        if ci:
+            ax.axhspan(ci[0], ci[1], color="tab:blue", alpha=0.12)
+        ax.legend(fontsize=8)
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+
+
 def plot_broad(summary: dict[str, Any], path: Path) -> None:
     """Per case: HARL/MetaSchedule latency ratio (geomean over seeds, bars from min to max over
     seeds), one panel per half, the geomean and its 90% interval as a band."""
@@ -1019,19 +1024,8 @@ def plot_broad(summary: dict[str, Any], path: Path) -> None:
         hi = [(stats[k]["spread"]["latency_ratio_max"] or m) - m for k, m in zip(keys, mid)]
         colours = ["tab:green" if m <= 1.0 else "tab:red" for m in mid]
         ax.bar(range(len(keys)), mid, color=colours, yerr=[lo, hi], capsize=3)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        g, ci = s.get("geomean_latency_ratio"), s.get("geomean_latency_ratio_ci90")
-        if g:
-            ax.axhline(g, color="tab:blue", linestyle="--", label=f"geomean {g:.3f}"
-                       + (f" (90% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
-            if ci:
-                ax.axhspan(ci[0], ci[1], color="tab:blue", alpha=0.12)
-            ax.legend(fontsize=8)
-        ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=7)
-        ax.set_ylabel("HARL / MS best latency")
-        ax.set_title(f"{half}: {s['pairs_done']}/{s['pairs_planned']} pairs done", fontsize=9)
-        ax.grid(axis="y", alpha=0.3)
+        _ratio_axes(ax, keys, s.get("geomean_latency_ratio"), s.get("geomean_latency_ratio_ci90"),
+                    "HARL / MS best latency", f"{half}: {s['pairs_done']}/{s['pairs_planned']} pairs done")
     fig.suptitle("HARL vs MetaSchedule at equal measured trials, broad suite")
     save_figure(fig, path, dpi=110)
 
