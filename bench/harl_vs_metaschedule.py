@@ -836,7 +836,10 @@ def parse_space_options(items: list[str]) -> dict[str, Any]:
         if field_name not in types:
             raise SystemExit(f"--space-option {item!r}: HarlConfig.{section} has {', '.join(types) or 'no such section'}")
         kind = types[field_name] if isinstance(types[field_name], str) else types[field_name].__name__
-        out[f"{section}.{field_name}"] = (value.lower() in ("1", "true", "yes") if kind == "bool" else
+        optional = kind.endswith(" | None")  # `elite_fraction_late: float | None`: "none" switches it off
+        kind = kind.removesuffix(" | None")
+        out[f"{section}.{field_name}"] = (None if optional and value.lower() in ("none", "null") else
+                                          value.lower() in ("1", "true", "yes") if kind == "bool" else
                                           int(value) if kind == "int" else float(value) if kind == "float" else value)
     return out
 

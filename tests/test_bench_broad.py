@@ -139,3 +139,14 @@ def test_an_ab_plot_draws_one_panel_per_option(bench, tmp_path):
     assert path.stat().st_size > 0
     bench.plot_ab({"ab": {"y=2": {}}}, tmp_path / "none.png")  # nothing finished: no figure
     assert not (tmp_path / "none.png").exists()
+
+
+def test_space_options_are_typed_by_their_field(bench):
+    options = bench.parse_space_options(["largest_prime_moves=1", "episode.start_pool=4", "candidates.epsilon=0.1",
+                                         "candidates.epsilon_source=explorers"])
+    assert options == {"space.largest_prime_moves": True, "episode.start_pool": 4, "candidates.epsilon": 0.1,
+                       "candidates.epsilon_source": "explorers"}
+    assert bench.parse_space_options(["episode.elite_fraction_late=0.5"]) == {"episode.elite_fraction_late": 0.5}
+    assert bench.parse_space_options(["episode.elite_fraction_late=none"]) == {"episode.elite_fraction_late": None}
+    with pytest.raises(SystemExit, match="HarlConfig.episode has"):
+        bench.parse_space_options(["episode.no_such_knob=1"])
