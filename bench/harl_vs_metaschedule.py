@@ -1282,8 +1282,11 @@ def main() -> None:
     if args.suite in (BROAD_SELECT, BROAD_REPORT) and (args.space_option or replot_ab):
         if args.out == str(SUITE_JSON):
             args.out = str(BROAD_JSON.with_name(BROAD_JSON.stem + "_ab.json"))
-        summary = json.loads(Path(args.out).read_text()) if args.replot else run_ab(args)
-        plot_ab(summary, Path(args.out).with_suffix(".png"))
+        if args.replot:  # a run draws its PNG after every pair
+            summary = json.loads(Path(args.out).read_text())
+            plot_ab(summary, Path(args.out).with_suffix(".png"))
+        else:
+            summary = run_ab(args)
         Console().print(summary.get("geomean_option_over_defaults"), summary.get("geomean_option_over_defaults_ci90"))
         return
     if args.suite in (BROAD_SELECT, BROAD_REPORT):
