@@ -125,26 +125,6 @@ def test_uniform_edits_ignore_the_actor_and_keep_the_mask(tmp_path) -> None:
     assert results[PPO_MODULE]["num_module_steps_trained"].peek() > 0
 
 
-def test_best_of_m_edits_take_the_best_scored(tmp_path) -> None:
-    """`ppo.edit_samples`: of a track's drawn edits, the one whose result scores best."""
-    search = make_search(tmp_path, edit_samples=6)
-    search._score = lambda task, states: np.asarray([_innermost_tiles(s) for s in states])  # a known best
-    obs, _ = search.env.reset(options={"task": 0})
-    obs, *_ = search.env.step({"sketch": 0})
-    tracks = [aid for aid in obs if aid.startswith("track_")]
-    torch.manual_seed(0)
-    chosen, logp, _ = search._best_edits(tracks, obs)
-    torch.manual_seed(0)
-    draws, logps, _ = search.editor.act([obs[aid] for aid in tracks], samples=6)
-    space = search.spaces[0]
-    assert draws.shape == (6, len(tracks))
-    for i, aid in enumerate(tracks):
-        score = {int(a): _innermost_tiles(space.apply(search.env.states[aid], a)) for a in draws[:, i]}
-        assert chosen[i] in score and score[chosen[i]] == max(score.values())
-        assert logp[i] == logps[list(draws[:, i]).index(chosen[i]), i]
-    assert search._play_episode() is not None  # a whole round with best-of-6 steps
-
-
 def test_an_unknown_track_policy_is_named(tmp_path) -> None:
     from hiertune.errors import HiertuneError
 

@@ -105,7 +105,6 @@ class HarlConfig:
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("bandit.warmup_trials", b.warmup_trials, b.warmup_trials >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
-            ("ppo.edit_samples", self.ppo.edit_samples, self.ppo.edit_samples >= 1, ">= 1"),
             ("ppo.track_policy", self.ppo.track_policy, self.ppo.track_policy in TRACK_POLICIES,
              f"one of {', '.join(TRACK_POLICIES)}"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
@@ -480,10 +479,7 @@ class HarlSearch:
                 actions[SKETCH_AGENT] = self.editor.bandit_action(SKETCH_MODULE, obs[SKETCH_AGENT])
             else:
                 tracks = [aid for aid in self.env.live if aid in self.env.due]
-                if self.config.ppo.edit_samples > 1:
-                    sampled, logp, logits = self._best_edits(tracks, obs)
-                else:
-                    sampled, logp, logits = self.editor.act([obs[aid] for aid in tracks])
+                sampled, logp, logits = self.editor.act([obs[aid] for aid in tracks])
                 for i, aid in enumerate(tracks):
                     actions[aid] = int(sampled[i])
                     extra[aid] = {"action_logp": logp[i], "action_dist_inputs": logits[i]}
@@ -501,24 +497,6 @@ class HarlSearch:
                 )
             if terminateds.get("__all__"):
                 return episode
-
-    def _best_edits(self, tracks: list[str], obs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`ppo.edit_samples` edits drawn per track, and of each track's distinct ones the edit
-        whose result the cost model scores best (one batched prediction; the space memoises the
-        edits, so the env's own step reuses them), with the policy's log-probability of it."""
-        draws, logps, logits = self.editor.act([obs[aid] for aid in tracks], samples=self.config.ppo.edit_samples)
-        space = self.env.spaces[self.env.task]
-        columns = draws.T.tolist()  # per track, its draws
-        options = [list(dict.fromkeys(column)) for column in columns]
-        states = [space.apply(self.env.states[aid], a) for aid, acts in zip(tracks, options) for a in acts]
-        scores = self._score(self.env.task, states).tolist()
-        chosen, chosen_logp, at = [], [], 0
-        for i, (column, acts) in enumerate(zip(columns, options)):
-            best = max(range(len(acts)), key=lambda j: scores[at + j])
-            chosen.append(acts[best])
-            chosen_logp.append(logps[column.index(acts[best]), i])
-            at += len(acts)
-        return np.asarray(chosen), np.asarray(chosen_logp), logits
 
     def _ranked_fills(self, task: int, sketch: int, count: int) -> list[Pair]:
         """`count` random fills of a sketch with their trace keys, best predicted first."""

@@ -66,13 +66,6 @@ class PPOEditorConfig:
     """Track steps per minibatch."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of the actor and of the critic."""
-    edit_samples: int = 1
-    """Edits drawn from the policy per track step; the track takes the one whose result the cost
-    model scores best (1: the drawn edit, the paper's). A best-of-M step screens edits by the cost
-    model before taking one, as MetaSchedule screens its mutants before measuring: M times the
-    scoring per step. PPO learns from the taken edit with the policy's log-probability of it.
-    1 (off): with 4 it was worse on the selection half and cost more search time: the cost model
-    ranks near-best schedules poorly this early (docs/harl.md)."""
     track_policy: str = "ppo"
     """Who picks the tracks' edits: ppo (the actor, the paper's) or uniform (an ablation: each edit
     drawn uniformly from the legal ones, so the tracks are a random walk that only the cost model's
@@ -242,16 +235,15 @@ class PPOEditor:
         }
 
     @torch.no_grad()
-    def act(self, observations: list[dict[str, np.ndarray]], samples: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sample masked edits for a batch of tracks: (actions, log-probs, distribution inputs);
-        with `samples` > 0, that many draws per track: actions and log-probs of shape (samples, tracks)."""
+    def act(self, observations: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sample masked edits for a batch of tracks: (actions, log-probs, distribution inputs)."""
         batch = self._batch(observations)
         if self.editor.track_policy == "uniform":  # the mask alone: every legal edit equally likely
             logits = mask_logits(batch["obs"]["action_mask"])
         else:
             logits = self.module[PPO_MODULE].forward_exploration(batch)["action_dist_inputs"]
         dist = torch.distributions.Categorical(logits=logits)
-        actions = dist.sample((samples,)) if samples else dist.sample()
+        actions = dist.sample()
         return actions.numpy(), dist.log_prob(actions).numpy(), logits.numpy()
 
     @torch.no_grad()
