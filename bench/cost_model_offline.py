@@ -15,7 +15,7 @@ asked to rank the rest of the pool. Reported per variant, as geomeans over (oper
 Only selection-half records (shape index 1) should be fed in: variants are chosen here.
 
     python bench/cost_model_offline.py --records 'runs/broad_select/*_1_*/*.jsonl' \\
-        --variant rank_weight=0.3 --variant rank_weight=1 --budgets 24 48
+        --variant max_depth=6 --variant eta=0.1 --budgets 24 48
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
-    """`rank_weight=0.3,rank_scale=5` -> CostModelConfig overrides."""
+    """`max_depth=6,eta=0.1` -> CostModelConfig overrides."""
     from hiertune.policies.cost_model import CostModelConfig
 
     fields = CostModelConfig.__dataclass_fields__
@@ -77,7 +77,7 @@ def load_operator(family: str, files: list[str], target: Any) -> tuple[Any, list
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", required=True, help="glob of records files, quoted (operator dirs named FAM_1_*)")
-    parser.add_argument("--variant", action="append", default=[], help="CostModelConfig overrides, e.g. rank_weight=0.3")
+    parser.add_argument("--variant", action="append", default=[], help="CostModelConfig overrides, e.g. max_depth=6")
     parser.add_argument("--budgets", type=int, nargs="+", default=[24, 48], help="trials the model has seen")
     parser.add_argument("--runs-per-operator", type=int, default=3, help="HARL runs used as training sources")
     parser.add_argument("--out", type=Path, default=RESULTS / "cost_model_offline.json")

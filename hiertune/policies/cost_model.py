@@ -11,13 +11,6 @@ same features, same objective, one place to change. What the wrapper adds:
 * features are cached per state, and prediction sums the booster's per-store outputs directly
   (XGBModel.predict re-extracts features and builds a DMatrix: ~6 ms per state here, against
   ~0.1 ms for a cached batch);
-* optionally (`rank_weight` > 0) a pairwise ranking term beside MetaSchedule's squared error:
-  the search only uses the model to order schedules of one task, and at tens of trials a
-  regression fit can be close on average yet order the near-best schedules wrongly. The term
-  is RankNet's logistic loss over pairs of one task (as Tenset and AutoTVM's "rank" loss train
-  cost models), each pair weighted by the better schedule's normalised throughput, so pairs
-  near the best count most. The squared error stays, so scores keep their [0, 1] scale, which
-  the PPO reward (a relative change of the score) relies on.
 
 Scores are predicted normalised throughput (best measured latency of the task / latency):
 higher is faster.
@@ -25,7 +18,6 @@ higher is faster.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import zlib
@@ -49,14 +41,6 @@ class CostModelConfig:
     early_stopping_rounds: int = 50
     adaptive_training: bool = True  # retrain only after the data grew by 20% (MetaSchedule's rule)
     feature_cache: int = 50_000  # states whose features are kept
-    rank_weight: float = 0.0
-    """Weight of the pairwise ranking term against the squared error; 0 = MetaSchedule's objective.
-    0 (off): it lost to the squared error alone in the loop on the selection half (docs/harl.md)."""
-    rank_scale: float = 10.0
-    """Logit per unit of normalised-throughput difference in the ranking term: at 10, a pair
-    predicted 0.1 apart counts as ordered with odds e:1."""
-    rank_min_ratio: float = 1.02
-    """Pairs whose measured throughputs differ by less than this factor are ties (timing noise)."""
 
 
 def neutral_score(key: Hashable) -> float:
@@ -79,11 +63,7 @@ class CostModel:
         # every step re-scores), so after a retrain a prediction only runs the booster
         self._features: OrderedDict[tuple[int, Hashable], np.ndarray] = OrderedDict()
         logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
-        ranked = c.rank_weight > 0
-        model_class = _ranked_xgb_class() if ranked else ms.cost_model.XGBModel
-        extra = {"rank": (c.rank_weight, c.rank_scale, c.rank_min_ratio)} if ranked else {}
-        self._model = model_class(
-            **extra,
+        self._model = ms.cost_model.XGBModel(
             config=ms.cost_model.xgb_model.XGBConfig(
                 max_depth=c.max_depth, gamma=c.gamma, eta=c.eta, seed=c.seed, nthread=c.nthread,
             ),
@@ -164,70 +144,3 @@ class CostModel:
             pred = self._model.booster.inplace_predict(rows)
             scores[keep] = np.bincount(ids, weights=pred, minlength=len(keep))
         return scores
-
-
-def pairwise_rank_gradients(
-    pred: np.ndarray, ys: np.ndarray, groups: np.ndarray, scale: float, min_ratio: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Gradient and Hessian (diagonal) per candidate of the weighted RankNet loss.
-
-    Loss = sum over pairs (i, j) of one group with ys[i] > min_ratio * ys[j] of
-    ys[i] * log(1 + exp(-scale * (pred[i] - pred[j]))), divided per candidate by its group's
-    size - 1 so that a candidate's term stays O(1) however many trials its task has.
-    """
-    grad = np.zeros(len(pred), dtype=np.float64)
-    hess = np.zeros(len(pred), dtype=np.float64)
-    for g in np.unique(groups):
-        idx = np.flatnonzero(groups == g)
-        if len(idx) < 2:
-            continue
-        y, p = ys[idx], pred[idx]
-        weight = np.where(y[:, None] > min_ratio * y[None, :], y[:, None], 0.0)  # row i beats column j
-        sig = 1.0 / (1.0 + np.exp(np.clip(scale * (p[:, None] - p[None, :]), -50, 50)))
-        lam = weight * sig * scale
-        h = weight * sig * (1.0 - sig) * scale * scale
-        grad[idx] = (lam.sum(axis=0) - lam.sum(axis=1)) / (len(idx) - 1)
-        hess[idx] = (h.sum(axis=0) + h.sum(axis=1)) / (len(idx) - 1)
-    return grad, hess
-
-
-@functools.cache
-def _ranked_xgb_class() -> type:
-    """MetaSchedule's XGBModel (its plain Python class: we never hand it to TVM's C++ side)
-    trained on squared error plus the pairwise ranking term."""
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.cost_model.xgb_model import PackSum, _get_custom_call_back
-
-    class RankedXGBModel(ms.cost_model.XGBModel._cls):  # type: ignore[name-defined,misc]
-        def __init__(self, rank: tuple[float, float, float], **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self.rank = rank  # (weight, scale, min_ratio), as in CostModelConfig
-
-        def _train(self, xs: list[np.ndarray], ys: np.ndarray) -> None:
-            import xgboost as xgb
-
-            weight, scale, min_ratio = self.rank
-            # the groups in the order XGBModel.update concatenated them: one per task
-            sizes = [len(g.features) for g in self.data.values()]
-            groups = np.repeat(np.arange(len(sizes)), sizes)
-            d_train = PackSum(xs=xs, ys=ys)
-            ys = np.asarray(ys, dtype=np.float64)
-
-            def objective(row_pred: np.ndarray, _: Any) -> tuple[np.ndarray, np.ndarray]:
-                pred = d_train.predict_with_score(row_pred)
-                rank_grad, rank_hess = pairwise_rank_gradients(pred, ys, groups, scale, min_ratio)
-                grad = ys * (pred - ys) + weight * rank_grad
-                hess = ys + weight * rank_hess
-                return grad[d_train.ids], np.maximum(hess, 1e-6)[d_train.ids]
-
-            self.booster = xgb.train(
-                self.config.to_dict(), d_train.dmatrix, num_boost_round=10000, obj=objective,
-                callbacks=[_get_custom_call_back(
-                    early_stopping_rounds=self.early_stopping_rounds, verbose_eval=self.verbose_eval,
-                    fevals=[lambda p, _: d_train.rmse(p),
-                            lambda p, _: d_train.average_peak_score(p, self.average_peak_n)],
-                    evals=[(d_train.dmatrix, "tr")], cvfolds=None,
-                )],
-            )
-
-    return RankedXGBModel
