@@ -18,7 +18,7 @@ from hiertune.platform.harl_search import Candidate, HarlSearch
 from hiertune.platform.records import RecordStore, trace_key
 from hiertune.platform.runners import MeasureResult
 from hiertune.policies.bandits import SlidingWindow
-from hiertune.policies.candidates import decision_distance, screen_share, select_candidates
+from hiertune.policies.candidates import decision_distance, select_candidates
 from hiertune.workloads import get_workload
 from hiertune.workloads.tvm_support import make_target
 
@@ -97,25 +97,6 @@ def test_a_round_knows_which_states_its_random_tracks_reached(tmp_path) -> None:
     assert len(groups) == len(env.explorers)
     with pytest.raises(HiertuneError, match="candidates.epsilon_source.*visited, explorers"):
         harl_config(epsilon_source="random").validate()
-
-
-def test_an_evolutionary_screen_earns_its_share_of_the_slots(tmp_path) -> None:
-    assert screen_share(0, 0) == 0.25 and screen_share(6, 0) > 0.5 and screen_share(0, 12) < 0.1
-    search = make_search(tmp_path, sketch_warmup=False, screen_population=8, epsilon=0.0)
-    search.hits[0]["screen"] = 1000  # a task whose new bests came from the screen gives it nearly every slot
-    candidates = search.propose(4)
-    assert [c.source for c in candidates].count("screen") >= 3
-    assert len({c.key for c in candidates}) == len(candidates) == 4
-    search.hits[0] = {"screen": 0, "tracks": 0}
-    # each new best of the round credits its source, in measure order; slower and failed ones do not
-    states = [c.state for c in candidates]
-    sources = ["tracks", "screen", "screen", "tracks"]
-    search.observe([Candidate(0, s, trace_key(s.trace), src) for s, src in zip(states, sources)],
-                   [MeasureResult(latencies_s=[x] if x else None, error=None if x else "failed")
-                    for x in (2e-3, 1e-3, None, 1.5e-3)])
-    assert search.hits[0] == {"screen": 1, "tracks": 1}
-    resumed = make_search(tmp_path, sketch_warmup=False, screen_population=8)  # the records keep the credit
-    assert resumed.hits[0] == {"screen": 1, "tracks": 1}
 
 
 def test_min_distance_defers_near_picks_until_no_farther_one_is_left() -> None:

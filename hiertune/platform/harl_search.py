@@ -31,7 +31,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hiertune.envs.evolve import evolve
 from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, STALL_STARTS, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig, Visited
 from hiertune.envs.schedule_space import SpaceConfig
 from hiertune.errors import HiertuneError
@@ -44,7 +43,6 @@ from hiertune.policies.candidates import (
     CandidateConfig,
     Pair,
     decision_distance,
-    screen_share,
     select_candidates,
     spread_over_sketches,
 )
@@ -109,7 +107,6 @@ class HarlConfig:
              f"one of {', '.join(TRACK_POLICIES)}"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
-            ("candidates.screen_population", c.screen_population, c.screen_population >= 0, ">= 0"),
             ("candidates.cross_source", c.cross_source, c.cross_source in CROSS_SOURCES, f"one of {', '.join(CROSS_SOURCES)}"),
             ("candidates.epsilon_source", c.epsilon_source, c.epsilon_source in EPSILON_SOURCES,
              f"one of {', '.join(EPSILON_SOURCES)}"),
@@ -150,7 +147,6 @@ class Candidate:
     task: int
     state: Any
     key: str  # trace key: the schedule's identity in the records
-    source: str = ""  # a searched round's "tracks" or "screen" (`candidates.screen_population`); "" otherwise
 
     def measure_input(self) -> MeasureInput:
         return MeasureInput.from_schedule(self.state.sch)
@@ -227,8 +223,6 @@ class HarlSearch:
         self.spread_round = False  # this round's tracks covered every sketch of its task
         self.stalled = [0] * len(self.tasks)  # searched rounds in a row without a new best, per task
         self.explore_round = False  # this round is a stalled task's exploration round (`episode.stall_rounds`)
-        # new task bests found by each source of a searched round, per task (`candidates.screen_population`)
-        self.hits: list[dict[str, int]] = [{"screen": 0, "tracks": 0} for _ in self.tasks]
         self._resume()
 
     # ------------------------------------------------------------------ the strategy's two phases
@@ -249,10 +243,9 @@ class HarlSearch:
         elif self.spread_round:
             pairs = self._spread_pairs(task, k)
         else:
-            screened = self._screen_pairs(task, k)
             visited = self.env.top_visited()
             pairs = select_candidates(
-                [v.state for v in visited], k - len(screened), self.measured[task] | {key for _, key in screened}, self.rng,
+                [v.state for v in visited], k, self.measured[task], self.rng,
                 key=lambda state: trace_key(state.trace), epsilon=self.config.candidates.epsilon,
                 cross=self.config.candidates.cross_sketch if self.spaces[task].num_sketches > 1 else 0,
                 cross_fills=lambda n, seen: self._other_sketch_fills(task, n, seen),
@@ -260,40 +253,7 @@ class HarlSearch:
                 distance=decision_distance, min_distance=self.config.candidates.min_distance,
                 explorer_groups=self._explorer_groups(visited),
             )
-            return ([Candidate(task, state, key, "tracks") for state, key in pairs]
-                    + [Candidate(task, state, key, "screen") for state, key in screened])
         return [Candidate(task, state, key) for state, key in pairs]
-
-    def _screen_pairs(self, task: int, k: int) -> list[Pair]:
-        """The evolutionary screen's share of a searched round's `k` slots (`screen_population`):
-        its best-predicted unmeasured schedules, as many as a binomial draw of `screen_share` gives."""
-        population = self.config.candidates.screen_population
-        if population <= 0:
-            return []
-        n = int(self.rng.binomial(k, screen_share(self.hits[task]["screen"], self.hits[task]["tracks"])))
-        if n == 0:
-            return []
-        space, sketch = self.spaces[task], int(self.env.sketch)
-        seeds = self._elites(task, sketch) + [space.random_state(sketch, self.rng)
-                                               for _ in range(self.config.episode.start_pool)]
-        ranked = evolve(space, seeds, lambda states: self._score(task, states), self.rng,
-                        population=population, generations=self.config.episode.evolve_generations)
-        pairs: list[Pair] = []
-        for state, _ in ranked:
-            key = trace_key(state.trace)
-            if key not in self.measured[task] and all(key != other for _, other in pairs):
-                pairs.append((state, key))
-            if len(pairs) == n:
-                break
-        return pairs
-
-    def _credit(self, task: int, sources: list[str], latencies: list[float], best_before: float) -> None:
-        """Count each new task best of a searched round for the source that proposed it."""
-        best = best_before
-        for source, latency in zip(sources, latencies):
-            if source and latency < best:
-                best = latency
-                self.hits[task][source] += 1
 
     def _explorer_groups(self, visited: list[Visited]) -> list[list[Any]] | None:
         """Per random-start track of the round, the states it reached first, best predicted
@@ -316,7 +276,6 @@ class HarlSearch:
             self.store.append(self._record(candidate, result, round_id))
             self.measured[candidate.task].add(candidate.key)
             self._keep_best(candidate.task, candidate.state, result.mean_s)
-        self._credit(task, [c.source for c in candidates], [r.mean_s for r in results], best_before)
         self.cost_model.update([c.state for c in candidates], [r.mean_s for r in results])
         self.bandits.observe_round(task, [r.mean_s for r in results], [int(c.state.sketch) for c in candidates],
                                    searched=self.searched_sketch)
@@ -394,7 +353,6 @@ class HarlSearch:
             group, n = list(group), index[task_name]
             extra = group[0].extra
             best_before = self.bandits.best(n)
-            self._credit(n, [r.extra.get("source", "") for r in group], [r.mean_s for r in group], best_before)
             self.bandits.observe_round(n, [r.mean_s for r in group], [r.extra.get("sketch") for r in group],
                                        searched=extra.get("searched"))
             spread, explored = bool(extra.get("spread")), bool(extra.get("explore"))
@@ -453,8 +411,7 @@ class HarlSearch:
             time=time.time(), tuner=TUNER, trial=self.trials_done() + 1,
             extra={"sketch": int(candidate.state.sketch), "round": round_id, "searched": self.searched_sketch,
                    **({"spread": True} if self.spread_round else {}),
-                   **({"explore": True} if self.explore_round else {}),
-                   **({"source": candidate.source} if candidate.source else {})},
+                   **({"explore": True} if self.explore_round else {})},
         )
 
     def _play_episode(self) -> Any:

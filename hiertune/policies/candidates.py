@@ -46,16 +46,6 @@ class CandidateConfig:
     differ). A fill compares a sketch by schedules far slower than the task's best; a transplant
     compares it at the best's own tiles, so the sketch bandit sees what the other sketch does with
     the refinement the searched one already has."""
-    screen_population: int = 0
-    """Schedules kept per generation of an evolutionary screen that competes with the tracks for
-    each searched round's measured slots (0: off). The screen is MetaSchedule's search over the
-    searched sketch: its measured bests and a few random fills, mutated by one edit per generation
-    (`episode.evolve_generations`), every mutant scored by the cost model; its best-predicted
-    unmeasured schedules take the screen's slots. Its share is earned per task
-    (`screen_share`): a task whose new bests come from the screen gives it more slots, one whose
-    new bests come from the tracks fewer. A fixed share of any one kind of exploration measured
-    here traded one operator family for another (docs/harl.md); this share follows where the
-    task's improvements actually come from."""
     min_distance: int = 1
     """Decisions in which every two top-K picks of a round must differ (a sketch apart counts as
     all); a closer pick is deferred until the round runs out of others. The tracks walk one edit
@@ -63,17 +53,6 @@ class CandidateConfig:
     them bets every slot on one maximum of a young cost model. 2 spreads the batch over
     neighbourhoods, a hedge as in batch Bayesian optimisation. 1 (plain top-K) stays the default:
     on the selection half 2 helped some operator families and hurt others (docs/harl.md)."""
-
-
-SCREEN_PRIOR = (1.0, 3.0)  # pseudo new bests (screen, tracks) before a task has earned any: a quarter of the slots
-
-
-def screen_share(screen_hits: float, track_hits: float) -> float:
-    """Expected share of a round's measured slots for the evolutionary screen (`screen_population`):
-    the screen's new bests over all new bests of the task's searched rounds, with `SCREEN_PRIOR`'s
-    pseudo-counts, so neither source is shut out for good by a few early rounds."""
-    screen, tracks = SCREEN_PRIOR
-    return (screen_hits + screen) / (screen_hits + track_hits + screen + tracks)
 
 
 def select_candidates(
