@@ -141,39 +141,6 @@ def test_similar_tasks_share_a_group() -> None:
     assert task_group("C2D:2:b16") == task_group("C2D:0") == "C2D"
 
 
-def _innermost_tiles(state) -> float:
-    """A score with a known best: large innermost tile factors (the evolutionary test's goal)."""
-    return float(sum(d[-1] for d in state.decisions if isinstance(d, tuple)))
-
-
-def test_evolve_climbs_the_score_by_one_edit_per_generation(search: HarlSearch) -> None:
-    from hiertune.envs.evolve import evolve
-
-    space = search.spaces[0]
-    rng = np.random.default_rng(0)
-    seeds = [space.random_state(0, rng) for _ in range(4)]
-    score = lambda states: np.asarray([_innermost_tiles(s) for s in states])  # noqa: E731
-    ranked = evolve(space, seeds, score, rng, population=8, generations=3)
-    values = [value for _, value in ranked]
-    assert values == sorted(values, reverse=True)
-    assert len({state.key for state, _ in ranked}) == len(ranked) > len(seeds)
-    assert values[0] > max(score(seeds))  # three generations of selection improved on the seeds
-    assert evolve(space, seeds, score, rng, population=8, generations=0) == sorted(
-        [(s, v) for s, v in zip(seeds, score(seeds))], key=lambda pair: -pair[1])
-
-
-def test_evolved_starts_are_screened_mutants_and_all_visited(tmp_path) -> None:
-    search = make_search(tmp_path, evolve_population=6, evolve_generations=2, start_pool=2)
-    obs, _ = search.env.reset(options={"task": 0})
-    search.env.step({"sketch": 0})
-    env = search.env
-    # 4 random tracks x 2 fills seed the screen, and its two generations add mutants
-    assert len(env.visited) > 4 * 2
-    assert all(env.states[aid].key in env.visited for aid in env.track_ids)
-    best = max(v.score for v in env.visited.values())
-    assert max(env.scores.values()) == pytest.approx(best)
-
-
 def test_a_spread_round_starts_tracks_in_every_sketch(tmp_path) -> None:
     search = make_search(tmp_path, spread_rounds=1)
     env, space = search.env, search.spaces[0]

@@ -33,8 +33,6 @@ import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.utils.error import MultiAgentEnvError
 
-from hiertune.envs.evolve import evolve
-
 SUBGRAPH_AGENT = "subgraph"
 SKETCH_AGENT = "sketch"
 TRACK_PREFIX = "track_"
@@ -108,12 +106,6 @@ class HarlEnvConfig:
     """Elite tracks per other sketch of the task, each from that sketch's best measured schedule."""
     start_pool: int = 8
     """Random fills drawn per random track start; the track starts from the best-predicted one."""
-    evolve_population: int = 0
-    """Schedules kept per generation of a MetaSchedule-style evolutionary screen run before the
-    tracks start (0: off). Seeds are the sketch's measured bests and the random-start pool; every
-    mutant is a top-K candidate, and the random tracks start from the best-predicted mutants."""
-    evolve_generations: int = 3
-    """Generations of that screen: each mutates `evolve_population` parents by one random edit."""
     spread_rounds: int = 0
     """The first N searched rounds of a task (after its warm-up batch) split their tracks evenly
     over all its sketches, each share started like a whole round's (elites, best-predicted fills);
@@ -300,16 +292,11 @@ class HarlEnv(MultiAgentEnv):
     def _sketch_starts(self, space: Any, arm: int, n_tracks: int,
                        elite_fraction: float) -> tuple[list[Any], np.ndarray]:
         """Starts of `n_tracks` tracks in one sketch: `elite_fraction` of them from its measured
-        bests, the rest from best-predicted random fills (or the evolutionary screen)."""
+        bests, the rest from best-predicted random fills."""
         n_elite = int(round(elite_fraction * n_tracks))
-        measured = list(self.elite_fn(self.task, arm)) if self.elite_fn is not None else []
-        elites = measured[:n_elite] if n_elite else []
+        elites = list(self.elite_fn(self.task, arm))[:n_elite] if self.elite_fn is not None and n_elite else []
         self._elite_starts += elites
-        n_random = n_tracks - len(elites)
-        if self.config.evolve_population > 0:
-            states, scores = self._evolved_starts(space, arm, n_random, measured, elites)
-        else:
-            states, scores = self._random_starts(space, arm, n_random)
+        states, scores = self._random_starts(space, arm, n_tracks - len(elites))
         if elites:
             states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
         return states, scores
@@ -339,25 +326,6 @@ class HarlEnv(MultiAgentEnv):
             self._visit(state, float(score))
         best = np.argsort(-scores, kind="stable")[:n]
         return [pool[i] for i in best], scores[best]
-
-    def _evolved_starts(self, space: Any, arm: int, n: int, measured: list[Any],
-                        elites: list[Any]) -> tuple[list[Any], np.ndarray]:
-        """`n` starts from an evolutionary screen seeded by all the sketch's `measured` bests and
-        `n * start_pool` random fills; every schedule it scores is visited.
-
-        The `elites` (the first measured bests) already start tracks of their own, so these
-        starts are the best-predicted schedules that are not one of those.
-        """
-        pool = [space.random_state(arm, self.rng) for _ in range(max(n, 1) * max(1, self.config.start_pool))]
-        ranked = evolve(space, measured + pool, lambda states: self.score_fn(self.task, states), self.rng,
-                        population=self.config.evolve_population, generations=self.config.evolve_generations)
-        for state, score in ranked:
-            self._visit(state, score)
-        taken = {state.key for state in elites}
-        fresh = [(state, score) for state, score in ranked if state.key not in taken][:max(n, 0)]
-        while ranked and len(fresh) < n:  # a tiny space: repeat the best rather than leave a track idle
-            fresh.append(ranked[len(fresh) % len(ranked)])
-        return [state for state, _ in fresh], np.asarray([score for _, score in fresh], dtype=np.float64)
 
     # ------------------------------------------------------------------ track level
     def _track_obs(self, aid: str) -> dict[str, np.ndarray]:

@@ -94,8 +94,6 @@ class HarlConfig:
             ("episode.elite_fraction_late", e.elite_fraction_late,
              e.elite_fraction_late is None or 0 <= e.elite_fraction_late <= 1, "in [0, 1] or null"),
             ("episode.start_pool", e.start_pool, e.start_pool >= 1, ">= 1"),
-            ("episode.evolve_population", e.evolve_population, e.evolve_population >= 0, ">= 0"),
-            ("episode.evolve_generations", e.evolve_generations, e.evolve_generations >= 0, ">= 0"),
             ("episode.elite_other_sketches", e.elite_other_sketches, e.elite_other_sketches >= 0, ">= 0"),
             ("episode.spread_rounds", e.spread_rounds, e.spread_rounds >= 0, ">= 0"),
             ("episode.stall_rounds", e.stall_rounds, e.stall_rounds >= 0, ">= 0"),
