@@ -143,9 +143,9 @@ def test_an_ab_plot_draws_one_panel_per_option(bench, tmp_path):
 
 def test_space_options_are_typed_by_their_field(bench):
     options = bench.parse_space_options(["largest_prime_moves=1", "episode.start_pool=4", "candidates.epsilon=0.1",
-                                         "candidates.epsilon_source=explorers"])
+                                         "candidates.cross_source=transplant"])
     assert options == {"space.largest_prime_moves": True, "episode.start_pool": 4, "candidates.epsilon": 0.1,
-                       "candidates.epsilon_source": "explorers"}
+                       "candidates.cross_source": "transplant"}
     assert bench.parse_space_options(["episode.elite_fraction_late=0.5"]) == {"episode.elite_fraction_late": 0.5}
     assert bench.parse_space_options(["episode.elite_fraction_late=none"]) == {"episode.elite_fraction_late": None}
     with pytest.raises(SystemExit, match="HarlConfig.episode has"):

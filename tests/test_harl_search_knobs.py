@@ -71,34 +71,6 @@ def test_candidates_widen_with_random_fills_when_the_round_found_too_few() -> No
     assert [k for _, k in chosen] == ["0", "1", "2"]
 
 
-def test_explorer_epsilon_measures_each_random_track_best_first() -> None:
-    ranked = ["e1", "e2", "x1", "y1", "x2", "e3"]
-    groups = [["x1", "x2"], ["y1"]]
-    chosen = select_candidates(ranked, 4, {"x1"}, np.random.default_rng(0), key=str, epsilon=1.0,
-                               explorer_groups=groups)
-    keys = [k for _, k in chosen]
-    assert sorted(keys[:2]) == ["x2", "y1"]  # each group's best not yet measured, one slot each
-    assert len(keys) == 4 and len(set(keys)) == 4 and "x1" not in keys  # the rest drawn as before
-
-
-def test_a_round_knows_which_states_its_random_tracks_reached(tmp_path) -> None:
-    search = make_search(tmp_path, sketch_warmup=False, elite_fraction=0.5, elite_fraction_late=None,
-                         epsilon_source="explorers")
-    elite = search.spaces[0].random_state(0, np.random.default_rng(1))
-    search.measured[0].add("a measured schedule")
-    search._keep_best(0, elite, 1e-3)
-    search.env.reset(options={"task": 0})
-    search.env.step({"sketch": 0})
-    env = search.env
-    assert env.visited[elite.key].explorer is None  # the elite start is no explorer's
-    assert len(env.explorers) == len(env.track_ids) - 1 and all(env.visited[env.states[aid].key].explorer == aid
-                                                               for aid in env.explorers)
-    groups = search._explorer_groups(env.top_visited())
-    assert len(groups) == len(env.explorers)
-    with pytest.raises(HiertuneError, match="candidates.epsilon_source.*visited, explorers"):
-        harl_config(epsilon_source="random").validate()
-
-
 def test_min_distance_defers_near_picks_until_no_farther_one_is_left() -> None:
     def apart(a: int, b: int) -> int:
         return abs(a - b)

@@ -143,13 +143,10 @@ class HarlEnvConfig:
 
 @dataclass
 class Visited:
-    """A schedule some track reached this episode, with its predicted score. `explorer` names the
-    first track that reached it from a random start (None: reached from an elite start only, or a
-    random fill no track started from); `candidates.epsilon_source` measures those."""
+    """A schedule some track reached this episode, with its predicted score."""
 
     state: Any
     score: float
-    explorer: str | None = None
 
 
 class HarlEnv(MultiAgentEnv):
@@ -220,8 +217,6 @@ class HarlEnv(MultiAgentEnv):
         self.track_steps = 0
         self.stopped_at: dict[str, int] = {}
         self.visited: dict[Any, Visited] = {}
-        self._elite_starts: list[Any] = []  # this round's track starts taken from measured bests
-        self.explorers: list[str] = []  # this round's tracks that started from a random fill
         self._window_rewards: dict[str, list[float]] = {}
         self._window_start_obs: dict[str, dict[str, np.ndarray]] = {}
         self.advantages: list[dict[str, float]] = []
@@ -276,11 +271,9 @@ class HarlEnv(MultiAgentEnv):
         else:
             states, scores = self._sketch_starts(space, arm, len(self.track_ids), elite_fraction)
         obs: dict[str, Any] = {SKETCH_AGENT: self.bandits.sketch_observation(self.task)}
-        elite_keys = {state.key for state in self._elite_starts}
-        self.explorers = [aid for aid, state in zip(self.track_ids, states) if state.key not in elite_keys]
         for aid, state, score in zip(self.track_ids, states, scores):
             self.states[aid], self.scores[aid] = state, float(score)
-            self._visit(state, float(score), aid)
+            self._visit(state, float(score))
             obs[aid] = self._track_obs(aid)
             self._window_rewards[aid] = []
             self._window_start_obs[aid] = obs[aid]
@@ -295,7 +288,6 @@ class HarlEnv(MultiAgentEnv):
         bests, the rest from best-predicted random fills."""
         n_elite = int(round(elite_fraction * n_tracks))
         elites = list(self.elite_fn(self.task, arm))[:n_elite] if self.elite_fn is not None and n_elite else []
-        self._elite_starts += elites
         states, scores = self._random_starts(space, arm, n_tracks - len(elites))
         if elites:
             states, scores = elites + states, np.concatenate([self.score_fn(self.task, elites), scores])
@@ -336,13 +328,9 @@ class HarlEnv(MultiAgentEnv):
             "observations": np.asarray(space.observation(state, self.scores[aid]), np.float32),
         }
 
-    def _visit(self, state: Any, score: float, aid: str | None = None) -> None:
-        explorer = aid if aid is not None and aid in self.explorers else None
-        seen = self.visited.get(state.key)
-        if seen is None:
-            self.visited[state.key] = Visited(state, score, explorer)
-        elif seen.explorer is None:
-            seen.explorer = explorer
+    def _visit(self, state: Any, score: float) -> None:
+        if state.key not in self.visited:
+            self.visited[state.key] = Visited(state, score)
 
     def _edit(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         space = self.spaces[self.task]
@@ -355,7 +343,7 @@ class HarlEnv(MultiAgentEnv):
             relative = (score - old) / max(abs(old), 1e-6)
             rewards[aid] = float(np.clip(relative, -self.config.reward_clip, self.config.reward_clip))
             self.states[aid], self.scores[aid] = state, float(score)
-            self._visit(state, float(score), aid)
+            self._visit(state, float(score))
             self._window_rewards[aid].append(rewards[aid])
         self.track_steps += 1
         obs = {aid: self._track_obs(aid) for aid in acting}

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, STALL_STARTS, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig, Visited
+from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, STALL_STARTS, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig
 from hiertune.envs.schedule_space import SpaceConfig
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json
@@ -39,7 +39,6 @@ from hiertune.platform.runners import MeasureInput, MeasureResult
 from hiertune.policies.bandits import BanditConfig, Bandits
 from hiertune.policies.candidates import (
     CROSS_SOURCES,
-    EPSILON_SOURCES,
     CandidateConfig,
     Pair,
     decision_distance,
@@ -106,8 +105,6 @@ class HarlConfig:
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
             ("candidates.cross_source", c.cross_source, c.cross_source in CROSS_SOURCES, f"one of {', '.join(CROSS_SOURCES)}"),
-            ("candidates.epsilon_source", c.epsilon_source, c.epsilon_source in EPSILON_SOURCES,
-             f"one of {', '.join(EPSILON_SOURCES)}"),
         ]
         for name, value, ok, rule in checks:
             if not ok:
@@ -241,28 +238,15 @@ class HarlSearch:
         elif self.spread_round:
             pairs = self._spread_pairs(task, k)
         else:
-            visited = self.env.top_visited()
             pairs = select_candidates(
-                [v.state for v in visited], k, self.measured[task], self.rng,
+                [v.state for v in self.env.top_visited()], k, self.measured[task], self.rng,
                 key=lambda state: trace_key(state.trace), epsilon=self.config.candidates.epsilon,
                 cross=self.config.candidates.cross_sketch if self.spaces[task].num_sketches > 1 else 0,
                 cross_fills=lambda n, seen: self._other_sketch_fills(task, n, seen),
                 random_fill=lambda: self.spaces[task].random_state(self.env.sketch, self.rng),
                 distance=decision_distance, min_distance=self.config.candidates.min_distance,
-                explorer_groups=self._explorer_groups(visited),
             )
         return [Candidate(task, state, key) for state, key in pairs]
-
-    def _explorer_groups(self, visited: list[Visited]) -> list[list[Any]] | None:
-        """Per random-start track of the round, the states it reached first, best predicted
-        first (`candidates.epsilon_source` explorers); None with the default source."""
-        if self.config.candidates.epsilon_source != "explorers":
-            return None
-        groups: dict[str, list[Any]] = {}
-        for v in visited:  # best predicted first, so each group is ranked
-            if v.explorer is not None:
-                groups.setdefault(v.explorer, []).append(v.state)
-        return list(groups.values())
 
     def observe(self, candidates: list[Candidate], results: list[MeasureResult]) -> None:
         """Record the measurements, retrain the cost model, reward the bandits

@@ -17,7 +17,6 @@ import numpy as np
 
 Pair = tuple[Any, str]  # (schedule state, its trace key)
 CROSS_SOURCES = ("fills", "transplant")  # what a cross-sketch slot measures (CandidateConfig.cross_source)
-EPSILON_SOURCES = ("visited", "explorers")  # what the epsilon share measures (CandidateConfig.epsilon_source)
 
 
 @dataclass
@@ -30,13 +29,6 @@ class CandidateConfig:
     """Chance per measured slot of a random schedule the round visited instead of a top-K one.
     MetaSchedule's eps-greedy share draws from its random initial population instead; here the
     share keeps the cost model's training data wider than the top of its own ranking."""
-    epsilon_source: str = "visited"
-    """What an epsilon slot measures: `visited`, a uniformly random schedule the round visited;
-    `explorers`, the best-predicted schedule of a track that started from a random fill (tracks
-    taken in random order, one slot each). Most visited schedules lie on the elite tracks' walks
-    around the known best, so a uniform draw mostly measures worse neighbours of it; a random-start
-    track's best is a probe of another basin at its refined best, the schedule that can show the
-    cost model (and the search) that basin is worth more than its random fills suggested."""
     cross_sketch: int = 0
     """Measured slots per round for the task's other sketches (what goes there: `cross_source`)."""
     cross_source: str = "fills"
@@ -68,7 +60,6 @@ def select_candidates(
     random_fill: Callable[[], Any] | None = None,
     distance: Callable[[Any, Any], int] | None = None,
     min_distance: int = 1,
-    explorer_groups: Sequence[Sequence[Any]] | None = None,
 ) -> list[Pair]:
     """Up to `k` unmeasured (state, key) pairs, none twice.
 
@@ -77,9 +68,6 @@ def select_candidates(
     `cross_fills(n, seen)` (other sketches' fills); if the round visited too few new states,
     `random_fill()` widens the batch (at most 8k draws). With `distance` and `min_distance` > 1,
     a top-K pick closer than `min_distance` to an earlier pick waits until no farther one is left.
-    With `explorer_groups` (per random-start track, its visited states best predicted first) the
-    random share takes, group by group in random order, each group's best not yet chosen; what
-    the groups cannot fill is drawn uniformly as before.
     """
     if k <= 0:
         return []
@@ -103,10 +91,6 @@ def select_candidates(
     take = max(n_top - len(chosen), 0)
     chosen += deferred[:take]
     seen.difference_update(pair_key for _, pair_key in deferred[take:])  # still open to the random share
-    if n_random and explorer_groups:
-        probes = _group_bests(explorer_groups, n_random, seen, rng, key)
-        chosen += probes
-        n_random -= len(probes)
     if n_random:
         rest = [state for state in ranked if key(state) not in seen]
         for i in rng.permutation(len(rest))[:n_random]:
@@ -127,25 +111,6 @@ def select_candidates(
         if len(chosen) == k:
             break
     return chosen
-
-
-def _group_bests(groups: Sequence[Sequence[Any]], n: int, seen: set[str], rng: np.random.Generator,
-                 key: Callable[[Any], str]) -> list[Pair]:
-    """Up to `n` pairs, one group at a time in random order (again while slots remain): each
-    group's first state not in `seen`, which is updated."""
-    out: list[Pair] = []
-    open_groups = [list(group) for group in groups if group]
-    while len(out) < n and open_groups:
-        for i in rng.permutation(len(open_groups)):
-            group = open_groups[i]
-            while group and key(group[0]) in seen:
-                group.pop(0)
-            if group and len(out) < n:
-                state = group.pop(0)
-                seen.add(key(state))
-                out.append((state, key(state)))
-        open_groups = [group for group in open_groups if group]
-    return out
 
 
 def spread_over_sketches(pools: Sequence[Sequence[Pair]], k: int, measured: set[str]) -> list[Pair]:
