@@ -899,12 +899,29 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                 ratios = [a["option_over_defaults"] for a in arms.values()]
                 summary.setdefault("geomean_option_over_defaults", {})[tag] = geomean(ratios)
                 summary.setdefault("geomean_option_over_defaults_ci90", {})[tag] = bootstrap_ci90(ratios)
+                summary.setdefault("geomean_option_over_defaults_by_trial", {})[tag] = ab_ratios_by_trial(arms)
                 _save(summary, out_path)
                 plot_ab(summary, out_path.with_suffix(".png"))
     finally:
         if runner is not None:
             runner.close()
     return summary
+
+
+def ab_ratios_by_trial(arms: dict[str, Any], checkpoints: tuple[int, ...] = (16, 32, 64, 128, 256)) -> dict[str, Any]:
+    """Option / defaults best-so-far latency at earlier trials of the same runs: one long A/B
+    also answers for the shorter budgets (geomean and bootstrap 90% interval over the pairs that
+    reached the trial with a measured schedule in both arms)."""
+    out: dict[str, Any] = {}
+    for trial in checkpoints:
+        ratios = []
+        for arm in arms.values():
+            option, defaults = arm["option"]["curve_ms"], arm["defaults"]["curve_ms"]
+            if min(len(option), len(defaults)) >= trial and option[trial - 1] and defaults[trial - 1]:
+                ratios.append(option[trial - 1] / defaults[trial - 1])
+        if ratios:
+            out[str(trial)] = {"geomean": geomean(ratios), "ci90": bootstrap_ci90(ratios), "pairs": len(ratios)}
+    return out
 
 
 def plot_ab(summary: dict[str, Any], path: Path) -> None:
@@ -1268,7 +1285,8 @@ def main() -> None:
                         help="broad suite: A/B of HarlConfig options (a SpaceConfig field, or section.field) "
                              "against the defaults, HARL only (MetaSchedule's best from --baseline)")
     parser.add_argument("--baseline", default=str(BROAD_JSON), help="broad A/B: the broad JSON with the MS bests")
-    parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing")
+    parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing "
+                        "(an A/B JSON: also recompute its by-trial ratios)")
     parser.add_argument("--retime-only", action="store_true",
                         help="broad suite: re-time the finished pairs' winners side by side, run no new pair")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
@@ -1282,12 +1300,16 @@ def main() -> None:
     if args.suite in (BROAD_SELECT, BROAD_REPORT) and (args.space_option or replot_ab):
         if args.out == str(SUITE_JSON):
             args.out = str(BROAD_JSON.with_name(BROAD_JSON.stem + "_ab.json"))
-        if args.replot:  # a run draws its PNG after every pair
+        if args.replot:  # a run draws its PNG after every pair; the by-trial ratios derive from stored curves
             summary = json.loads(Path(args.out).read_text())
+            summary["geomean_option_over_defaults_by_trial"] = {
+                tag: ab_ratios_by_trial(arms) for tag, arms in summary["ab"].items() if arms}
+            _save(summary, Path(args.out))
             plot_ab(summary, Path(args.out).with_suffix(".png"))
         else:
             summary = run_ab(args)
-        Console().print(summary.get("geomean_option_over_defaults"), summary.get("geomean_option_over_defaults_ci90"))
+        Console().print(summary.get("geomean_option_over_defaults"), summary.get("geomean_option_over_defaults_ci90"),
+                        summary.get("geomean_option_over_defaults_by_trial"))
         return
     if args.suite in (BROAD_SELECT, BROAD_REPORT):
         if args.out == str(SUITE_JSON):

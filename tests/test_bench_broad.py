@@ -141,6 +141,16 @@ def test_an_ab_plot_draws_one_panel_per_option(bench, tmp_path):
     assert not (tmp_path / "none.png").exists()
 
 
+def test_ab_ratios_by_trial_read_both_curves_at_each_checkpoint(bench):
+    arms = {"A@0": {"option": {"curve_ms": [None, 4.0, 2.0, 1.0]}, "defaults": {"curve_ms": [3.0, 2.0, 2.0, 2.0]}},
+            "B@0": {"option": {"curve_ms": [2.0, 2.0]}, "defaults": {"curve_ms": [1.0, 1.0]}}}
+    by_trial = bench.ab_ratios_by_trial(arms, checkpoints=(1, 2, 4, 8))
+    assert by_trial["1"]["pairs"] == 1 and by_trial["1"]["geomean"] == pytest.approx(2.0)  # A had no schedule yet
+    assert by_trial["2"]["pairs"] == 2 and by_trial["2"]["geomean"] == pytest.approx(2.0)
+    assert by_trial["4"] == {"geomean": pytest.approx(0.5), "ci90": [pytest.approx(0.5), pytest.approx(0.5)], "pairs": 1}
+    assert "8" not in by_trial  # no run went that far
+
+
 def test_space_options_are_typed_by_their_field(bench):
     options = bench.parse_space_options(["largest_prime_moves=1", "episode.start_pool=4", "candidates.epsilon=0.1",
                                          "candidates.cross_source=transplant"])
