@@ -94,13 +94,12 @@ def rank_of_basin(slow: list[tuple[Any, float]], fast: list[tuple[Any, float]], 
     return out
 
 
-def screen(space: Any, slow: list[tuple[Any, float]], population: int, measure: int,
-           features: dict, rng: np.random.Generator) -> dict[str, Any]:
-    """Measure the model's top picks of a large random population against random picks of it."""
+def screen(space: Any, model: Any, population: int, measure: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Measure the `model`'s top picks of a large random population against random picks of it."""
     from hiertune.platform.runners import MeasureInput, Measurer, RunnerConfig
 
     fills = [space.random_state(sk, rng) for sk in range(space.num_sketches) for _ in range(population)]
-    score = np.asarray(fit(slow, features).predict(fills))
+    score = np.asarray(model.predict(fills))
     top = np.argsort(-score, kind="stable")[:measure]
     rand = rng.choice(len(fills), measure, replace=False)
     measurer = Measurer(RunnerConfig(target="llvm", num_cpus=1))
@@ -109,20 +108,18 @@ def screen(space: Any, slow: list[tuple[Any, float]], population: int, measure: 
         results = measurer.measure([MeasureInput.from_schedule(fills[i].sch) for i in idx])
         return sorted(r.mean_s * 1e3 for r in results if r.latencies_s)
 
-    return {"fills": len(fills), "trained_on": len(slow), "top_ms": timed(top), "random_ms": timed(rand),
+    return {"fills": len(fills), "top_ms": timed(top), "random_ms": timed(rand),
             "top_sketches": [int(fills[i].sketch) for i in top]}
 
 
-def plot(pairs: list[tuple[str, list, list, dict]], path: Path) -> None:
-    import matplotlib
+def plot(pairs: list[tuple[str, list, list, Any]], path: Path) -> None:
+    """Per pair: the score of the model trained on the whole slow run against measured speed."""
+    from hiertune.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.6 * len(pairs), 4.2), squeeze=False)
-    for ax, (label, slow, fast, features) in zip(axes[0], pairs):
+    for ax, (label, slow, fast, model) in zip(axes[0], pairs):
         goal = min(t for _, t in slow)
-        model = fit(slow, features)
         for rows, name, colour in ((slow, "slow run (trained on)", "tab:blue"), (fast, "fast run", "tab:orange")):
             score = np.asarray(model.predict([s for s, _ in rows]))
             ax.scatter([goal / t for _, t in rows], score, s=9, alpha=0.6, label=name, color=colour)
@@ -133,9 +130,7 @@ def plot(pairs: list[tuple[str, list, list, dict]], path: Path) -> None:
     axes[0][0].set_ylabel("cost model score, trained on the slow run")
     axes[0][0].legend(loc="upper left", fontsize=8)
     fig.suptitle("Does the cost model see the faster basin?")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main() -> None:
@@ -170,10 +165,12 @@ def main() -> None:
             "workload": workload, "slow": slow_path, "fast": fast_path,
             "slow_best_ms": min(t for _, t in slow) * 1e3, "fast_best_ms": min(t for _, t in fast) * 1e3,
             "budgets": [rank_of_basin(slow, fast, b, args.ensemble, features, rng) for b in budgets]}
+        whole = fit(slow, features)  # the model after the whole slow run: screens and is drawn
         if args.screen:
-            result["screen"] = screen(space, slow, args.screen, args.measure, features, rng)
+            result["screen"] = screen(space, whole, args.screen, args.measure, rng)
+            result["screen"]["trained_on"] = len(slow)
         results.append(result)
-        drawn.append((f"{workload}: {len(slow)} / {len(fast)} trials", slow, fast, features))
+        drawn.append((f"{workload}: {len(slow)} / {len(fast)} trials", slow, fast, whole))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"pairs": results}, indent=1))
     plot(drawn, args.out.with_suffix(".png"))
