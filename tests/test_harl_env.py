@@ -204,3 +204,40 @@ def test_a_stalled_task_with_elite_starts_refines_every_sketch(tmp_path) -> None
     env.step({"sketch": 1})
     assert elite.key in {env.states[aid].key for aid in env.track_ids}  # the sketch's elite is refined
     assert sorted(int(env.states[aid].sketch) for aid in env.track_ids) == [0, 1, 1, 2]
+
+
+PPO_DIGEST = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import harl_config
+from hiertune.platform.harl_search import HarlSearch
+from hiertune.platform.records import RecordStore
+from hiertune.policies.ppo_editor import PPO_MODULE
+from hiertune.workloads import get_workload
+from hiertune.workloads.tvm_support import make_target
+target = make_target("llvm")
+config = harl_config(tracks=8, lam=3, rho=0.5, min_tracks=2, max_steps=12, seed=0, sketch_warmup=False)
+search = HarlSearch(get_workload("GMM-S", target), target, None, RecordStore(sys.argv[2]), config)
+for _ in range(2):
+    search.editor.update([search._play_episode()])
+weights = search.editor.module[PPO_MODULE].state_dict()
+print("digest", hashlib.sha1(b"".join(weights[k].numpy().tobytes() for k in sorted(weights))).hexdigest())
+"""
+
+
+def test_one_seed_trains_the_same_policy_in_every_process(tmp_path) -> None:
+    """RLlib orders a multi-agent batch by a set of agent ids, so without `TrackEpisode` the
+    policy followed the process's string-hash seed, not the search's seed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    digests = set()
+    for hash_seed in ("1", "2"):
+        args = [sys.executable, "-c", PPO_DIGEST, str(Path(__file__).parent), str(tmp_path / f"{hash_seed}.jsonl")]
+        out = subprocess.run(args, env={**os.environ, "PYTHONHASHSEED": hash_seed}, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        digests.add(next(line for line in out.stdout.splitlines() if line.startswith("digest")))
+    assert len(digests) == 1

@@ -47,7 +47,7 @@ from hiertune.policies.candidates import (
 )
 from hiertune.policies.cost_model import CostModelConfig
 from hiertune.policies.ppo_editor import (SKETCH_MODULE, SUBGRAPH_MODULE, TRACK_POLICIES, PPOEditorConfig,
-                                          agent_to_module)
+                                          TrackEpisode, agent_to_module)
 from hiertune.workloads import Workload
 
 TUNER = "harl"
@@ -397,14 +397,12 @@ class HarlSearch:
         )
 
     def _play_episode(self) -> Any:
-        """One round of the hierarchy; returns the tracks' MultiAgentEpisode for PPO, or None for a
+        """One round of the hierarchy; returns the tracks' TrackEpisode for PPO, or None for a
         warm-up round: its batch is random fills, so its tracks would never be measured, and in a
         task's first round the untrained cost model's hash scores would teach PPO noise."""
-        from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-
         forced = self.bandits.forced_task(len(self.rounds))
         obs, _ = self.env.reset(options=None if forced is None else {"task": forced})
-        episode = MultiAgentEpisode(agent_to_module_mapping_fn=agent_to_module)
+        episode = TrackEpisode(agent_to_module_mapping_fn=agent_to_module)
         started = False
         while True:
             actions: dict[str, int] = {}

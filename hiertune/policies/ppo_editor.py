@@ -25,6 +25,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from hiertune.envs.harl_env import (
@@ -75,6 +76,20 @@ class PPOEditorConfig:
 
 
 TRACK_POLICIES = ("ppo", "uniform")
+
+
+class TrackEpisode(MultiAgentEpisode):
+    """A MultiAgentEpisode whose agents come in the order they joined.
+
+    RLlib's `agent_ids` is a set of strings, and its learner connectors build the training batch
+    by iterating it, so the rows' order (and with it the shuffled minibatches) followed Python's
+    per-process string hashing: one seed gave different policies in two processes. The dict's
+    key view is still set-like (`|`, `in`, `len`) but ordered.
+    """
+
+    @property
+    def agent_ids(self) -> Any:  # KeysView: set operations in insertion order
+        return self.agent_episodes.keys()
 
 
 def agent_to_module(agent_id: str, *args: Any, **kwargs: Any) -> str:
