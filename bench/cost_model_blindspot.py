@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +37,7 @@ def load_run(space: Any, path: Path) -> list[tuple[Any, float]]:
     """A HARL run's measured schedules in trial order, failures left out."""
     from hiertune.platform.records import RecordStore
 
-    rows = []
-    for record in RecordStore(path).trials(tuner="harl"):
-        state = space.state_from_record(record.record)
-        if state is not None and math.isfinite(record.mean_s):
-            rows.append((state, record.mean_s))
+    rows = RecordStore(path).schedules(space, tuner="harl")
     if not rows:
         raise SystemExit(f"{path}: no HARL trials of this workload could be read")
     return rows

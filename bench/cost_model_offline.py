@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import sys
 from collections import defaultdict
 from dataclasses import replace
@@ -62,13 +61,9 @@ def load_operator(family: str, files: list[str], target: Any) -> tuple[Any, list
     space = ScheduleSpace(get_workload(f"{family}:1", target).tasks[0].mod, target, seed=0)
     runs, pool = [], {}
     for path in files:
-        rows = []
-        for r in RecordStore(path).trials():
-            state = space.state_from_record(r.record)
-            if state is None or not math.isfinite(r.mean_s):
-                continue
-            rows.append((state, r.mean_s))
-            pool.setdefault(state.key, (state, r.mean_s))
+        rows = RecordStore(path).schedules(space)
+        for state, seconds in rows:
+            pool.setdefault(state.key, (state, seconds))
         if "_harl_" in Path(path).name and rows:
             runs.append(rows)
     return space, runs, pool

@@ -769,6 +769,8 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
             plan += heaviest_tasks(net, networks[net], max(room, 0))
     if args.only:
         plan = [c for c in plan if c["key"] in args.only]
+    if args.trials_override:  # another budget on the same cases: their own keys ("DEP:1@256")
+        plan = [{**c, "key": f"{c['key']}@{args.trials_override}", "trials": args.trials_override} for c in plan]
     plan.sort(key=lambda c: c["trials"])  # the 256-trial cases last: a stopped run holds the most cases
     for case in plan:
         entry = summary["cases"].setdefault(case["key"], {**case, "half": args.suite, "runs": []})

@@ -110,10 +110,7 @@ def main() -> None:
     out: dict[str, Any] = {"workload": args.workload, "sketches": space.num_sketches}
     states: dict[str, list[tuple[Any, float]]] = {}
     for label, path in (("harl", args.harl), ("metaschedule", args.ms)):
-        rows = []
-        for r in RecordStore(path).trials(tuner=label):
-            state = space.state_from_record(r.record)
-            rows.append((state, r.mean_s))
+        rows = RecordStore(path).schedules(space, tuner=label, readable_only=False)
         states[label] = rows
         ok = [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
         best_state, best_s = min(ok, key=lambda p: p[1])

@@ -145,6 +145,17 @@ def test_warmup_batch_covers_every_sketch_and_rewards_each(tmp_path) -> None:
     assert search.trials_done() == 8 and not search.bandits.wants_warmup(0, len(search.measured[0]))
 
 
+def test_a_records_file_reads_back_as_states_in_trial_order(tmp_path) -> None:
+    search = make_search(tmp_path)
+    chosen = search.propose(6)
+    observe_latencies(search, [c.state for c in chosen], [1e-3, 2e-3, math.inf, 3e-3, 4e-3, 5e-3])  # one failed
+    back = RecordStore(tmp_path / "r.jsonl", writer=False).schedules(search.spaces[0], tuner="harl")
+    assert [s.key for s, _ in back] == [c.state.key for i, c in enumerate(chosen) if i != 2]
+    assert [t for _, t in back] == pytest.approx([1e-3, 2e-3, 3e-3, 4e-3, 5e-3])
+    everything = RecordStore(tmp_path / "r.jsonl", writer=False).schedules(search.spaces[0], readable_only=False)
+    assert len(everything) == 6 and not math.isfinite(everything[2][1])
+
+
 def test_warmup_trials_keep_batches_random_fills_until_reached(tmp_path) -> None:
     search = make_search(tmp_path, sketch_warmup=True, warmup_trials=16)
     n_sketches = search.spaces[0].num_sketches

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import socket
 import time
@@ -195,6 +196,14 @@ class RecordStore:
 
     def trials(self, task: str | None = None, tuner: str | None = None) -> list[MeasureRecord]:
         return [m for m in self.measures if (task is None or m.task == task) and (tuner is None or m.tuner == tuner)]
+
+    def schedules(self, space: Any, tuner: str | None = None, *,
+                  readable_only: bool = True) -> list[tuple[Any, float]]:
+        """The trials as (state of `space`, mean seconds), in trial order, for offline analyses that
+        refit or compare schedules; `readable_only` leaves out failed runs and records that match
+        no sketch of `space` (state None)."""
+        rows = [(space.state_from_record(m.record), m.mean_s) for m in self.trials(tuner=tuner)]
+        return [(s, t) for s, t in rows if s is not None and math.isfinite(t)] if readable_only else rows
 
     def best(self, task: str) -> MeasureRecord | None:
         ok = [m for m in self.measures if m.task == task and m.ok]
