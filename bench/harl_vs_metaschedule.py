@@ -555,6 +555,18 @@ def broad_plan(half: str) -> list[dict[str, Any]]:
     return cases
 
 
+def narrow_plan(plan: list[dict[str, Any]], only: list[str] | None = None, trials: int | None = None,
+                seeds: list[int] | None = None) -> list[dict[str, Any]]:
+    """The plan as the command line narrows it: the `only` keys, another budget (each case under its
+    own key, "DEP:1@256", so it never mixes with the stored budget's pairs), a subset of its seeds."""
+    plan = [c for c in plan if not only or c["key"] in only]
+    if trials:
+        plan = [{**c, "key": f"{c['key']}@{trials}", "trials": trials} for c in plan]
+    if seeds:
+        plan = [{**c, "seeds": [s for s in c["seeds"] if s in seeds]} for c in plan]
+    return plan
+
+
 def task_kind(task: Any) -> str | None:
     """conv / dense / depthwise / softmax / layer_norm for a network task (None: other ops).
 
@@ -767,22 +779,18 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             room = MAX_NETWORK_TASKS - sum(c["kind"] == "network_task" for c in plan)
             plan += heaviest_tasks(net, networks[net], max(room, 0))
-    if args.only:
-        plan = [c for c in plan if c["key"] in args.only]
-    if args.trials_override:  # another budget on the same cases: their own keys ("DEP:1@256")
-        plan = [{**c, "key": f"{c['key']}@{args.trials_override}", "trials": args.trials_override} for c in plan]
+    plan = narrow_plan(plan, args.only, args.trials_override, args.seeds_override)
     plan.sort(key=lambda c: c["trials"])  # the 256-trial cases last: a stopped run holds the most cases
     for case in plan:
         entry = summary["cases"].setdefault(case["key"], {**case, "half": args.suite, "runs": []})
-        entry["seeds"] = case["seeds"]
+        entry["seeds"] = sorted(set(case["seeds"]) | {r["seed"] for r in entry["runs"]})  # what this file will hold
     work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_broad_"))
     runner = None
     log = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)  # noqa: E731
     try:
         for i, case in enumerate(plan):
             entry = summary["cases"][case["key"]]
-            seeds = [s for s in case["seeds"] if not args.seeds_override or s in args.seeds_override]
-            for seed in seeds:
+            for seed in case["seeds"]:
                 if seed in {r["seed"] for r in entry["runs"]}:
                     continue
                 if case["kind"] == "network_task":
@@ -865,9 +873,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     broad = json.loads(Path(args.baseline).read_text()).get("cases", {}) if Path(args.baseline).exists() else {}
     target = make_target("llvm", num_cores=args.runner_cores)
     host = host_cpu()
-    plan = [c for c in broad_plan(args.suite) if not args.only or c["key"] in args.only]
-    if args.trials_override:  # another budget on the same shapes: its own keys, no stored MS best
-        plan = [{**c, "key": f"{c['key']}@{args.trials_override}", "trials": args.trials_override} for c in plan]
+    plan = narrow_plan(broad_plan(args.suite), args.only, args.trials_override)  # another budget: no stored MS best
     work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
     runner = None
     try:

@@ -81,6 +81,13 @@ def test_broad_plan_halves_are_disjoint_and_cover_every_family(bench):
     assert sum(c["trials"] == 256 for c in report) == 4
 
 
+def test_a_narrowed_plan_keeps_another_budget_under_its_own_keys(bench):
+    plan = bench.narrow_plan(bench.broad_plan(bench.BROAD_SELECT), ["DEP:1", "TBG:1"], 256, [1])
+    assert [(c["key"], c["workload"], c["trials"], c["seeds"]) for c in plan] == [
+        ("DEP:1@256", "DEP:1", 256, [1]), ("TBG:1@256", "TBG:1", 256, [1])]
+    assert len(bench.narrow_plan(bench.broad_plan(bench.BROAD_SELECT))) == 13  # nothing asked: the whole half
+
+
 def test_retimed_ratios_sit_beside_the_search_time_ones(bench):
     win = _pair(bench, 0, [3.0, 1.0], [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])  # search-time ratio 0.5
     lose = _pair(bench, 1, [3.0, 2.5], [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])  # 1.25
