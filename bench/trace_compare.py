@@ -108,29 +108,27 @@ def main() -> None:
     task = network_task(args.workload, target) if "/" in args.workload else get_workload(args.workload, target).tasks[0]
     space = ScheduleSpace(task.mod, target, seed=0)
     out: dict[str, Any] = {"workload": args.workload, "sketches": space.num_sketches}
-    states: dict[str, list[tuple[Any, float]]] = {}
+    readable: dict[str, list[tuple[Any, float]]] = {}  # per tuner: its measured, readable schedules
+    bests: dict[str, Any] = {}
     for label, path in (("harl", args.harl), ("metaschedule", args.ms)):
         rows = RecordStore(path).schedules(space, tuner=label, readable_only=False)
-        states[label] = rows
-        ok = [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
-        best_state, best_s = min(ok, key=lambda p: p[1])
+        ok = readable[label] = [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
+        best_state, best_s = bests[label] = min(ok, key=lambda p: p[1])
         out[label] = {"best_ms": best_s * 1e3, "best": describe(space, best_state),
                       "unreadable": sum(s is None for s, _ in rows),
                       "sketch_trials": dict(Counter(s.sketch for s, _ in rows if s is not None)),
                       "sketch_best_ms": {k: min(t for s, t in ok if s.sketch == k) * 1e3
                                          for k in sorted({s.sketch for s, _ in ok})}}
-        out[label]["_state"] = best_state
-    out["distance"] = compare(space, out["harl"].pop("_state"), out["metaschedule"].pop("_state"))
+    out["distance"] = compare(space, bests["harl"][0], bests["metaschedule"][0])
     # the cost model: fit on HARL's first half, rank the second half and MetaSchedule's best
-    ok = [(s, t) for s, t in states["harl"] if s is not None and math.isfinite(t)]
+    ok = readable["harl"]
     half = len(ok) // 2
     model = CostModel()
     model.update([s for s, _ in ok[:half]], [t for _, t in ok[:half]])
     pred = model.predict([s for s, _ in ok[half:]])
     out["cost_model_spearman_second_half"] = spearman(pred, -np.array([t for _, t in ok[half:]]))
     model.update([s for s, _ in ok[half:]], [t for _, t in ok[half:]])
-    ms_ok = [(s, t) for s, t in states["metaschedule"] if s is not None and math.isfinite(t)]
-    ms_best = min(ms_ok, key=lambda p: p[1])[0]
+    ms_best = bests["metaschedule"][0]
     scores = model.predict([s for s, _ in ok] + [ms_best])
     out["ms_best_rank_among_harl_measured"] = int((scores[:-1] > scores[-1]).sum()) + 1
     out["harl_measured"] = len(ok)
