@@ -8,8 +8,6 @@ same features, same objective, one place to change. What the wrapper adds:
 * it is deterministic before the first training: the score is a hash of the state's key in [0, 1)
   (XGBModel's own warm-up answer is `np.random.uniform`, which would make runs unrepeatable);
 * failed measurements (latency inf / None) count as 1e10 s, MetaSchedule's convention;
-* a state has one feature vector: the per-buffer features come in a canonical order
-  (`canonical_buffer_order`), where MetaSchedule's order changes from call to call;
 * features are cached per state, and prediction sums the booster's per-store outputs directly
   (XGBModel.predict re-extracts features and builds a DMatrix: ~6 ms per state here, against
   ~0.1 ms for a cached batch);
@@ -45,52 +43,6 @@ class CostModelConfig:
     feature_cache: int = 50_000  # states whose features are kept
 
 
-# PerStoreFeature's layout (buffers_per_store=5): group 1 has 57 columns, then group 2 holds 18
-# columns for each of a store's 5 most-accessed buffers; in each slot column 3 is the bytes
-# and column 5 the cache lines the buffer's accesses touch.
-_BUFFER_SLOTS_START, _BUFFER_SLOTS, _SLOT_WIDTH, _SLOT_BYTES, _SLOT_LINES = 57, 5, 18, 3, 5
-
-
-def canonical_buffer_order(features: np.ndarray) -> np.ndarray:
-    """The per-store rows with each row's buffer slots in one fixed order.
-
-    MetaSchedule orders a store's buffers by lines and bytes touched; buffers that tie (the two
-    inputs of a depthwise conv read the same lines, and TVM's te workloads name every input
-    "placeholder") come out in an order that changes between calls on the same program. One
-    schedule then had two feature vectors, which made refits of the model on the same data
-    disagree and a seed's search depend on memory layout. Sorting by (lines, bytes, then every
-    value of the slot), descending, keeps MetaSchedule's order where it is defined and breaks its
-    ties by content; empty slots (all zero) stay last."""
-    out = np.array(features, dtype=np.float32, copy=True)  # the precision the model trains on
-    end = _BUFFER_SLOTS_START + _BUFFER_SLOTS * _SLOT_WIDTH
-    for row in out:
-        slots = row[_BUFFER_SLOTS_START:end].reshape(_BUFFER_SLOTS, _SLOT_WIDTH).copy()
-        order = sorted(range(_BUFFER_SLOTS), reverse=True,
-                       key=lambda k: (slots[k, _SLOT_LINES], slots[k, _SLOT_BYTES], *slots[k]))
-        row[_BUFFER_SLOTS_START:end] = slots[order].reshape(-1)
-    return out
-
-
-def _stable_store_features() -> Any:
-    """MetaSchedule's PerStoreFeature with `canonical_buffer_order` applied (a FeatureExtractor,
-    so XGBModel uses it for training as well as for our cached predictions)."""
-    import tvm
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir import meta_schedule as ms
-
-    @derived_object
-    class StableStoreFeatures(ms.feature_extractor.PyFeatureExtractor):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner = ms.feature_extractor.PerStoreFeature()
-
-        def extract_from(self, context: Any, candidates: list[Any]) -> list[Any]:
-            return [tvm.runtime.tensor(canonical_buffer_order(f.numpy()))
-                    for f in self.inner.extract_from(context, candidates)]
-
-    return StableStoreFeatures()
-
-
 def neutral_score(key: Hashable) -> float:
     """A deterministic pseudo-random score in [0, 1) for an untrained model."""
     return zlib.crc32(repr(key).encode()) / 2**32
@@ -112,7 +64,6 @@ class CostModel:
         self._features: OrderedDict[tuple[int, Hashable], np.ndarray] = OrderedDict()
         logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
         self._model = ms.cost_model.XGBModel(
-            extractor=_stable_store_features(),
             config=ms.cost_model.xgb_model.XGBConfig(
                 max_depth=c.max_depth, gamma=c.gamma, eta=c.eta, seed=c.seed, nthread=c.nthread,
             ),
