@@ -43,6 +43,23 @@ class Workload:
         return {t.name: t.weight for t in self.tasks}
 
 
+def with_unique_buffer_names(mod: Any) -> Any:
+    """The module with no two parameters of one name (re-read from its printed form, where the
+    printer already numbers them: `placeholder`, `placeholder_1`).
+
+    Why: MetaSchedule's per-store features order a store's buffers by lines and bytes touched, then
+    by name. TVM's depthwise-conv workload names both inputs "placeholder", so where they tie the
+    order follows memory addresses, and one schedule got different features from call to call
+    (cost-model refits on the same data disagreed). Structural hash and equality ignore names, so
+    records and tuning databases match the renamed module as before."""
+    import tvm
+
+    names = [param.name for param in mod["main"].params]
+    if len(set(names)) == len(names):
+        return mod
+    return tvm.script.from_source(mod.script())
+
+
 def estimate_flops(mod: Any) -> float:
     from tvm.s_tir.analysis import estimate_tir_flops
 
