@@ -124,6 +124,8 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
 
     label = label or tuner
     store = RecordStore(records_path(work, workload.name, label, seed))
+    # a run killed mid-pair left trials that this run resumes from, unmeasured and untimed here
+    resumed = len(store.trials(tuner=tuner))
     timed = TimedRunner(runner)
     start = time.perf_counter()
     start_wall = time.time()
@@ -160,7 +162,8 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
         "wall_s": wall,
         "measure_s": timed.measure_s,
         "search_s": wall - timed.measure_s,
-        "search_s_per_trial": (wall - timed.measure_s) / max(n, 1),
+        "search_s_per_trial": (wall - timed.measure_s) / max(n - resumed, 1),
+        "resumed_trials": resumed,
         **extra,
     }
 
@@ -203,13 +206,21 @@ def pair_ratios(pair: dict[str, Any]) -> dict[str, Any]:
     harl, ms = pair[HARL], pair[MS]
     reach = trials_to_reach(harl["curve_ms"], ms["best_ms"])
     latency = harl["best_ms"] / ms["best_ms"] if harl["best_ms"] and ms["best_ms"] else None
+    timed = both_timed(pair)
     return {
         "latency_ratio": latency,
         "harl_trials_to_reach_ms_best": reach if reach is not None else harl["trials"],
         "reached": reach is not None,  # False: HARL never got there; its whole budget is counted
         "trials_ratio": (reach if reach is not None else harl["trials"]) / max(ms["trials"], 1),
-        "search_overhead_ratio": harl["search_s_per_trial"] / ms["search_s_per_trial"] if ms["search_s_per_trial"] else None,
+        "search_overhead_ratio": harl["search_s_per_trial"] / ms["search_s_per_trial"]
+        if timed and ms["search_s_per_trial"] else None,
     }
+
+
+def both_timed(pair: dict[str, Any]) -> bool:
+    """Whether both tuners ran every trial in this pair's run: one resumed from a killed run's
+    records spent no search time on those trials, so its times compare with nothing."""
+    return not pair[HARL].get("resumed_trials") and not pair[MS].get("resumed_trials")
 
 
 # ---------------------------------------------------------------------- numpy sgemm
@@ -628,7 +639,7 @@ def run_ratios(pair: dict[str, Any]) -> dict[str, Any]:
     h = seconds_to_reach(harl["curve_ms"], harl.get("elapsed_s", []), ms["best_ms"])
     m = seconds_to_reach(ms["curve_ms"], ms.get("elapsed_s", []), ms["best_ms"])
     out["harl_s_to_ms_best"], out["ms_s_to_ms_best"] = h, m
-    out["time_to_quality_ratio"] = h / m if h is not None and m else None
+    out["time_to_quality_ratio"] = h / m if h is not None and m and both_timed(pair) else None
     return out
 
 

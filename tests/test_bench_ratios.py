@@ -40,6 +40,20 @@ def test_pair_ratios_counts_budget_when_never_reached(bench):
     assert not r["reached"] and r["harl_trials_to_reach_ms_best"] == 4 and r["trials_ratio"] == pytest.approx(1.0)
 
 
+def test_a_pair_resumed_from_a_killed_run_has_no_time_ratios(bench):
+    """A tuner that found its trials already recorded spent no search time on them: its seconds
+    per trial would make the overhead ratio meaningless (one such pair once read 262,353)."""
+    pair = {"harl": {**_run([4.0, 2.0, 1.0, 1.0], 0.2), "elapsed_s": [1.0, 2.0, 3.0, 4.0]},
+            "metaschedule": {**_run([5.0, 3.0, 2.0, 2.0], 1e-6), "elapsed_s": [-9.0, -8.0, -7.0, -6.0],
+                             "resumed_trials": 4}}
+    r = bench.run_ratios(pair)
+    assert r["search_overhead_ratio"] is None and r["time_to_quality_ratio"] is None
+    assert r["latency_ratio"] == pytest.approx(0.5) and r["reached"]
+    pair["metaschedule"].update(resumed_trials=0, search_s_per_trial=0.4, elapsed_s=[1.0, 2.0, 4.0, 8.0])
+    r = bench.run_ratios(pair)
+    assert r["search_overhead_ratio"] == pytest.approx(0.5) and r["time_to_quality_ratio"] == pytest.approx(0.5)
+
+
 def test_summarise_geomeans_gemm_and_ablations(bench):
     pair_a = {"seed": 0, "harl": _run([2.0, 1.0], 0.1), "metaschedule": _run([4.0, 4.0], 0.4)}
     pair_b = {"seed": 0, "harl": _run([8.0, 8.0], 0.1), "metaschedule": _run([4.0, 4.0], 0.1)}
