@@ -37,7 +37,7 @@ def load_run(space: Any, path: Path) -> list[tuple[Any, float]]:
     """A HARL run's measured schedules in trial order, failures left out."""
     from hiertune.platform.records import RecordStore
 
-    rows = RecordStore(path).schedules(space, tuner="harl")
+    rows = RecordStore(path, writer=False).schedules(space, tuner="harl")
     if not rows:
         raise SystemExit(f"{path}: no HARL trials of this workload could be read")
     return rows

@@ -61,7 +61,7 @@ def load_operator(family: str, files: list[str], target: Any) -> tuple[Any, list
     space = ScheduleSpace(get_workload(f"{family}:1", target).tasks[0].mod, target, seed=0)
     runs, pool = [], {}
     for path in files:
-        rows = RecordStore(path).schedules(space)
+        rows = RecordStore(path, writer=False).schedules(space)
         for state, seconds in rows:
             pool.setdefault(state.key, (state, seconds))
         if "_harl_" in Path(path).name and rows:

@@ -143,7 +143,7 @@ def main() -> int:
 
         executable = tvm.runtime.load_module(str(args.library))
     else:
-        executable = build_tuned(model, RecordStore(args.records).to_database(), target)
+        executable = build_tuned(model, RecordStore(args.records, writer=False).to_database(), target)
     tvm_kernels = tvm_profile(executable, arrays, args.runs)
     import tempfile
 

@@ -78,7 +78,7 @@ def records_profile(workload: Any, path: Path) -> dict[str, Any]:
     (as measured while tuning) and the tasks left to TVM's default loops."""
     from hiertune.platform.records import RecordStore
 
-    store = RecordStore(path)
+    store = RecordStore(path, writer=False)
     rows = []
     for task in workload.tasks:
         best = store.best(task.name)

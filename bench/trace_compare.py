@@ -111,7 +111,7 @@ def main() -> None:
     readable: dict[str, list[tuple[Any, float]]] = {}  # per tuner: its measured, readable schedules
     bests: dict[str, Any] = {}
     for label, path in (("harl", args.harl), ("metaschedule", args.ms)):
-        rows = RecordStore(path).schedules(space, tuner=label, readable_only=False)
+        rows = RecordStore(path, writer=False).schedules(space, tuner=label, readable_only=False)
         ok = readable[label] = [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
         best_state, best_s = bests[label] = min(ok, key=lambda p: p[1])
         out[label] = {"best_ms": best_s * 1e3, "best": describe(space, best_state),
