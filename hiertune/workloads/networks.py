@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiertune.workloads.tasks import Task, estimate_flops, with_unique_buffer_names
+from hiertune.workloads.tasks import Task
 from hiertune.errors import HiertuneError
 
 
@@ -179,8 +179,7 @@ def extract_tasks(fused: Any, target: Any, label: str) -> list[Task]:
         task_mod = ext.dispatched[0]
         if not isinstance(task_mod, tvm.IRModule):
             task_mod = tvm.IRModule({"main": task_mod})
-        task_mod = with_unique_buffer_names(task_mod)
-        tasks.append(Task(name=ext.task_name, mod=task_mod, weight=int(ext.weight), flops=estimate_flops(task_mod)))
+        tasks.append(Task.from_module(ext.task_name, task_mod, int(ext.weight)))
     if not tasks:
         raise HiertuneError(f"model {label!r} produced no tunable tasks (Relax fusion left no TIR functions)")
     return tasks

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from hiertune.errors import HiertuneError
-from hiertune.workloads.tasks import Task, estimate_flops, with_unique_buffer_names
+from hiertune.workloads.tasks import Task
 
 # Every te_workload family; the first five are the seed paper's (Ansor's) operator suite.
 # C2D_WIN_NHWC is left out: TVM 0.27 builds it only through the removed legacy TOPI flow.
@@ -65,8 +65,8 @@ def operator_task(name: str) -> Task:
         raise HiertuneError(f"workload {name!r}: {family} has shapes 0..{len(shapes) - 1}, not {index}")
     params: Any = shapes[index] if family in UNBATCHED_FAMILIES else (batch, *shapes[index][1:])
     func = te.create_prim_func(builder(*params)).with_attr("global_symbol", "main")
-    mod = with_unique_buffer_names(tvm.IRModule({"main": func}))
+    mod = tvm.IRModule({"main": func})
     size_names = {i: s for s, i in GEMM_SIZES.items()}
     label = f"GMM-{size_names[index]}" if family == "GMM" and index in size_names else f"{family}:{index}"
     label += f":b{batch}" if batch != 1 else ""
-    return Task(name=label, mod=mod, weight=1, flops=estimate_flops(mod))
+    return Task.from_module(label, mod)

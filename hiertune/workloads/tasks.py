@@ -22,6 +22,13 @@ class Task:
     weight: int
     flops: float
 
+    @classmethod
+    def from_module(cls, name: str, mod: Any, weight: int = 1) -> Task:
+        """Every source of tasks makes them here: parameters named uniquely
+        (`with_unique_buffer_names`), FLOPs counted once."""
+        mod = with_unique_buffer_names(mod)
+        return cls(name=name, mod=mod, weight=weight, flops=estimate_flops(mod))
+
 
 @dataclass
 class Workload:
