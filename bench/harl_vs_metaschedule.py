@@ -903,7 +903,9 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
 
                 shutil.rmtree(work, ignore_errors=True)
                 work.mkdir(parents=True)
-                order = [("defaults", {}), ("option", options)]
+                # `{family}` in a value names the case's family (a prior built without it, say)
+                option = {k: v.format(family=case["family"]) if isinstance(v, str) else v for k, v in options.items()}
+                order = [("defaults", {}), ("option", option)]
                 if (i + seed) % 2:
                     order.reverse()
                 runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hiertune.workloads.tvm_support import make_target, prepare_tvm
-from hiertune.policies.cost_model import CostModel, neutral_score
+from hiertune.policies.cost_model import CostModel, CostModelConfig, neutral_score, save_prior
 
 prepare_tvm()
 
@@ -73,6 +73,24 @@ def test_model_learns_the_ranking(measured):
     # the 4 best-predicted held-out schedules are faster than the held-out median
     top4 = 44 + np.argsort(-pred[44:])[:4]
     assert np.median(lat[top4]) < np.median(lat[44:])
+
+
+def test_a_prior_of_measured_schedules_ranks_before_any_measurement_and_only_on_its_target(measured, tmp_path):
+    """A prior holds another run's measured schedules: the model is trained on them before the
+    tuned task has a trial, and the tuned task's own measurements still retrain it."""
+    space, states, lat = measured
+    path = tmp_path / "prior.npz"
+    save_prior(path, {"GMM:0": (CostModel().features(states[:44]), list(lat[:44]))}, "llvm")
+    model = CostModel(CostModelConfig(prior=str(path)))
+    assert model.trained and model.num_samples == 0  # the prior is not the tuned task's data
+    pred = model.predict(states[44:])
+    top4 = 44 + np.argsort(-pred)[:4]
+    assert np.median(lat[top4]) < np.median(lat[44:])
+    model.update(states[44:48], list(lat[44:48]))
+    assert model.num_samples == 4
+    assert not CostModel(CostModelConfig(prior=str(path)), target_kind="cuda").trained  # measured on llvm
+    with pytest.raises(ValueError, match="bench/build_cost_prior.py"):
+        CostModel(CostModelConfig(prior=str(tmp_path / "missing.npz")))
 
 
 def test_predict_batch_of_64_and_failed_measurements(measured):

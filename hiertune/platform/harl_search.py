@@ -199,7 +199,7 @@ class HarlSearch:
             store.add_workload(task.name, task.mod, task.weight)
         self.spaces = [ScheduleSpace(task.mod, target, seed=config.seed + i, config=config.space)
                        for i, task in enumerate(self.tasks)]
-        self.cost_model = CostModel(config.cost_model)  # one model for all tasks (each task its own label group)
+        self.cost_model = CostModel(config.cost_model, target.kind.name)  # one model for all tasks (each task its own label group)
         space = self.spaces[0]
         self.editor = PPOEditor(space.obs_dim, space.action_dim, config.ppo, config.bandit, seed=config.seed)
         self.bandits = Bandits([(t.name, t.weight, t.flops) for t in self.tasks],

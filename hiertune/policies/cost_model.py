@@ -11,6 +11,10 @@ same features, same objective, one place to change. What the wrapper adds:
 * features are cached per state, and prediction sums the booster's per-store outputs directly
   (XGBModel.predict re-extracts features and builds a DMatrix: ~6 ms per state here, against
   ~0.1 ms for a cached batch);
+* optionally a prior (`CostModelConfig.prior`): schedules measured on other tasks, each task its
+  own label group beside the tuned ones, so the first rounds are ranked by what other operators
+  taught rather than at random (Tenset-style transfer; the file is made by
+  `bench/build_cost_prior.py`).
 
 Scores are predicted normalised throughput (best measured latency of the task / latency):
 higher is faster.
@@ -24,6 +28,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,6 +46,11 @@ class CostModelConfig:
     early_stopping_rounds: int = 50
     adaptive_training: bool = True  # retrain only after the data grew by 20% (MetaSchedule's rule)
     feature_cache: int = 50_000  # states whose features are kept
+    # A prior file (`.npz`: per-store features and latencies of other tasks' measured schedules,
+    # with the target kind they were measured on). Its tasks join the training data as label
+    # groups of their own, and the model is trained on them before the first measurement. Used
+    # only where the tuned target's kind matches the file's; None: start untrained.
+    prior: str | None = None
 
 
 def neutral_score(key: Hashable) -> float:
@@ -48,10 +58,25 @@ def neutral_score(key: Hashable) -> float:
     return zlib.crc32(repr(key).encode()) / 2**32
 
 
+def save_prior(path: str | Path, tasks: dict[str, tuple[list[np.ndarray], list[float]]], target_kind: str) -> None:
+    """Write a prior for `CostModelConfig.prior`: {task name: (per-store features of each
+    schedule, its latency in seconds)} measured on `target_kind`. One `.npz`: features as stacked
+    rows with a row count per schedule, a group index per schedule into `names`."""
+    names = sorted(tasks)
+    feats = [f for n in names for f in tasks[n][0]]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        path, names=np.array(names), target_kind=np.array(target_kind),
+        features=np.concatenate(feats).astype(np.float32), row_counts=np.array([len(f) for f in feats], np.int32),
+        group=np.concatenate([np.full(len(tasks[n][0]), g, np.int32) for g, n in enumerate(names)]),
+        costs=np.concatenate([np.asarray(tasks[n][1], np.float32) for n in names]),
+    )
+
+
 class CostModel:
     """XGBoost cost model over schedule states; `update` with measurements, `predict` scores."""
 
-    def __init__(self, config: CostModelConfig | None = None) -> None:
+    def __init__(self, config: CostModelConfig | None = None, target_kind: str = "llvm") -> None:
         from hiertune.workloads.tvm_support import prepare_tvm
 
         prepare_tvm()
@@ -71,6 +96,34 @@ class CostModel:
             early_stopping_rounds=c.early_stopping_rounds,
             verbose_eval=10**9,
             adaptive_training=c.adaptive_training,
+        )
+        if c.prior:
+            self._add_prior(c.prior, target_kind)
+
+    def _add_prior(self, path: str, target_kind: str) -> None:
+        """Put the prior's tasks into the model's data as label groups of their own and train on
+        them. They count neither in `num_samples` nor for adaptive training, so the tuned tasks'
+        first measurements retrain the model as they would without a prior."""
+        from tvm.s_tir.meta_schedule.cost_model.xgb_model import FeatureGroup
+
+        try:
+            prior = np.load(path, allow_pickle=False)
+            names, rows, counts, group, costs = (prior[k] for k in ("names", "features", "row_counts", "group", "costs"))
+            kind = str(prior["target_kind"])
+        except (OSError, KeyError, ValueError) as err:
+            raise ValueError(f"cost model prior {path!r} cannot be read ({err}): make it with "
+                             "bench/build_cost_prior.py, or set cost_model.prior to none") from err
+        if kind != target_kind:
+            logging.getLogger(__name__).info("cost model prior %s was measured on %s, not %s: not used", path, kind, target_kind)
+            return
+        per_schedule = np.split(rows.astype(np.float32), np.cumsum(counts)[:-1])
+        for g, name in enumerate(names):
+            idx = np.flatnonzero(group == g)
+            self._model.data[f"prior:{name}"] = FeatureGroup(f"prior:{name}", [per_schedule[i] for i in idx], costs[idx])
+        groups = list(self._model.data.values())
+        self._model._train(  # XGBModel.update's own retraining step, on the prior's groups alone
+            xs=[f for g in groups for f in g.features],
+            ys=np.concatenate([np.divide(g.min_cost, g.costs) for g in groups]),
         )
 
     @property
