@@ -131,7 +131,9 @@ def run_tuner(tuner: str, workload: Any, target: Any, trials: int, seed: int, ru
     start_wall = time.time()
     extra: dict[str, Any] = {}
     if tuner == HARL:
-        config = with_overrides(HarlConfig(trials=trials, seed=seed), harl_options or {})
+        # search against search: no cost-model prior unless an option sets one (a prior is other
+        # runs' measurements MetaSchedule does not get, and the shipped one holds the selection tasks)
+        config = with_overrides(HarlConfig(trials=trials, seed=seed), {"cost_model.prior": None, **(harl_options or {})})
         result = HarlSearch(workload, target, timed, store, config).run()
         extra = {"loop_search_s_per_trial": result.search_s_per_trial, "task_trials": result.task_trials,
                  "exhausted": result.exhausted, "options": harl_options or {}}

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("hiertune.commands.demo", "a small ONNX convnet tuned by HARL and MetaSchedule, compiled, checked, benchmarked"),
     "baseline": ("hiertune.commands.baseline", "MetaSchedule evolutionary search on a workload"),
     "tune": ("hiertune.commands.tune", "HARL search on an operator or a whole model"),
+    "prior": ("hiertune.commands.prior", "a cost-model prior from earlier runs' records, for tune --cost-prior"),
     "compile": ("hiertune.commands.compile", "build a whole model with its tuning records into one library"),
     "benchmark": ("hiertune.commands.benchmark", "end-to-end latency: TVM untuned/tuned, PyTorch, ONNX Runtime"),
     "apply": ("hiertune.commands.apply", "compile one task with its best record and check it (whole models: compile)"),

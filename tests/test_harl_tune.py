@@ -102,3 +102,24 @@ def test_two_task_workload_spreads_trials(tmp_path, runner) -> None:
     assert table.row_count == 2
     png = plot_run(workload, store, str(tmp_path / "two.png"))
     assert png.stat().st_size > 10_000
+
+
+def test_a_prior_built_from_a_runs_records_trains_the_next_runs_model(tmp_path, runner, capsys) -> None:
+    """`hiertune prior` on one run's records; a later HARL run on another task starts from it:
+    its cost model is trained before its first trial, on data that is not its own."""
+    from hiertune.cli import main
+
+    records = tmp_path / "gmm_s.jsonl"
+    run_harl(get_workload("GMM-S"), RecordStore(records), runner, trials=8, prior=None)
+    prior = tmp_path / "prior.npz"
+    assert main(["prior", "--records", str(records), "--out", str(prior)]) == 0
+    assert "1 task(s)" in capsys.readouterr().out
+    config = harl_config(trials=8, **{**SMALL, "prior": str(prior)})
+    search = HarlSearch(get_workload("GMM-M"), make_target("llvm"), runner, RecordStore(tmp_path / "m.jsonl"), config)
+    assert search.cost_model.trained and search.cost_model.num_samples == 0
+    untrained = HarlSearch(get_workload("GMM-M"), make_target("llvm"), runner, RecordStore(tmp_path / "n.jsonl"),
+                           harl_config(trials=8, **{**SMALL, "prior": None}))
+    assert not untrained.cost_model.trained
+
+    assert main(["prior", "--records", str(records), "--out", str(tmp_path / "prior.json")]) == 2  # not an .npz
+    assert "a prior is an .npz file" in capsys.readouterr().err

@@ -7,20 +7,20 @@ Precedence: the dataclass default, then the `--config` file, then the flags give
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 from hiertune.configs import field_docs, load_config, save_config, with_overrides
 
 
-def field_default(cls: type, dotted: str) -> tuple[Any, str]:
-    """(default, doc) of `section.field` in a config dataclass."""
+def field_default(config: Any, dotted: str) -> tuple[Any, str]:
+    """(default, doc) of `section.field` in a config dataclass, read from a default instance: a
+    section's defaults are the ones its parent's factory sets, not the section class's own."""
+    config = config() if isinstance(config, type) else config
     head, _, rest = dotted.partition(".")
-    field = next(f for f in dataclasses.fields(cls) if f.name == head)
+    value = getattr(config, head)
     if rest:
-        return field_default(field.default_factory if field.default_factory is not dataclasses.MISSING else field.type, rest)
-    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-    return default, field_docs(cls).get(head, "")
+        return field_default(value, rest)
+    return value, field_docs(type(config)).get(head, "")
 
 
 class _Explicit(argparse.Action):

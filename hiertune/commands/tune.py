@@ -18,7 +18,7 @@ from hiertune.plotting import plot_path
 # The knobs a user tunes, as flags (everything else: --config FILE).
 TUNE_FLAGS = {
     "trials": "trials", "seed": "seed", "c": "bandit.c", "tau": "bandit.tau", "lambda": "episode.lam",
-    "rho": "episode.rho", "tracks": "episode.tracks", "topk": "candidates.topk",
+    "rho": "episode.rho", "tracks": "episode.tracks", "topk": "candidates.topk", "cost-prior": "cost_model.prior",
 }
 
 

@@ -45,7 +45,7 @@ from hiertune.policies.candidates import (
     select_candidates,
     spread_over_sketches,
 )
-from hiertune.policies.cost_model import CostModelConfig
+from hiertune.policies.cost_model import BUILTIN_PRIOR, CostModelConfig
 from hiertune.policies.ppo_editor import (SKETCH_MODULE, SUBGRAPH_MODULE, TRACK_POLICIES, PPOEditorConfig,
                                           TrackEpisode, agent_to_module)
 from hiertune.workloads import Workload
@@ -71,8 +71,9 @@ class HarlConfig:
     """The PPO actor-critic that edits the tracks."""
     space: SpaceConfig = field(default_factory=SpaceConfig)
     """The schedule space and its edit actions."""
-    cost_model: CostModelConfig = field(default_factory=CostModelConfig)
-    """The XGBoost cost model that scores schedules."""
+    cost_model: CostModelConfig = field(default_factory=lambda: CostModelConfig(prior=BUILTIN_PRIOR))
+    """The XGBoost cost model that scores schedules; HARL starts it from the shipped prior
+    (`--ablation no-prior`: untrained, as the paper's)."""
     candidates: CandidateConfig = field(default_factory=CandidateConfig)
     """Which schedules of a round are measured."""
 
@@ -121,10 +122,12 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "random-starts": {"episode.elite_fraction": 0.0, "episode.start_pool": 1},
     "no-epsilon": {"candidates.epsilon": 0.0},
     "uniform-edits": {"ppo.track_policy": "uniform"},
+    "no-prior": {"cost_model.prior": None},
     # the seed paper's search: random-fill starts, one prime factor per tile edit, greedy top-K,
     # one sketch per bandit step, rewards as earned
     "paper": {"episode.elite_fraction": 0.0, "episode.start_pool": 1, "space.whole_tile_moves": False,
-              "candidates.epsilon": 0.0, "bandit.sketch_warmup": False, "bandit.sketch_renormalise": False},
+              "candidates.epsilon": 0.0, "bandit.sketch_warmup": False, "bandit.sketch_renormalise": False,
+              "cost_model.prior": None},
 }
 
 

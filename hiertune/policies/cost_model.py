@@ -13,8 +13,8 @@ same features, same objective, one place to change. What the wrapper adds:
   ~0.1 ms for a cached batch);
 * optionally a prior (`CostModelConfig.prior`): schedules measured on other tasks, each task its
   own label group beside the tuned ones, so the first rounds are ranked by what other operators
-  taught rather than at random (Tenset-style transfer; the file is made by
-  `bench/build_cost_prior.py`).
+  taught rather than at random (Tenset-style transfer; `hiertune prior` makes one from records,
+  and one for CPU targets ships in hiertune/data).
 
 Scores are predicted normalised throughput (best measured latency of the task / latency):
 higher is faster.
@@ -34,6 +34,20 @@ from typing import Any
 import numpy as np
 
 
+BUILTIN_PRIOR = "builtin"
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def prior_file(prior: str | None, target_kind: str) -> str | None:
+    """The prior file a `CostModelConfig.prior` setting names for a target kind (None: none)."""
+    if prior is None or prior.lower() == "none":
+        return None
+    if prior != BUILTIN_PRIOR:
+        return prior
+    path = DATA / f"cost_prior_{target_kind}.npz"
+    return str(path) if path.exists() else None
+
+
 @dataclass(frozen=True)
 class CostModelConfig:
     """XGBoost settings (Ansor's defaults) and the training cadence."""
@@ -46,11 +60,13 @@ class CostModelConfig:
     early_stopping_rounds: int = 50
     adaptive_training: bool = True  # retrain only after the data grew by 20% (MetaSchedule's rule)
     feature_cache: int = 50_000  # states whose features are kept
-    # A prior file (`.npz`: per-store features and latencies of other tasks' measured schedules,
-    # with the target kind they were measured on). Its tasks join the training data as label
-    # groups of their own, and the model is trained on them before the first measurement. Used
-    # only where the tuned target's kind matches the file's; None: start untrained.
     prior: str | None = None
+    """Other tasks' measured schedules to start from (`hiertune prior` makes the .npz from
+    records): they join the training data as label groups of their own and the model is trained
+    on them before the first measurement, so a task's first rounds are not ranked at random. Used
+    only where the tuned target's kind is the file's. "builtin": the prior shipped for the
+    target's kind (CPU: the 13 te_workload operator families, one shape each, up to 128 schedules
+    each; HarlConfig's default); None or "none": start untrained."""
 
 
 def neutral_score(key: Hashable) -> float:
@@ -97,8 +113,9 @@ class CostModel:
             verbose_eval=10**9,
             adaptive_training=c.adaptive_training,
         )
-        if c.prior:
-            self._add_prior(c.prior, target_kind)
+        prior = prior_file(c.prior, target_kind)
+        if prior:
+            self._add_prior(prior, target_kind)
 
     def _add_prior(self, path: str, target_kind: str) -> None:
         """Put the prior's tasks into the model's data as label groups of their own and train on
@@ -112,7 +129,7 @@ class CostModel:
             kind = str(prior["target_kind"])
         except (OSError, KeyError, ValueError) as err:
             raise ValueError(f"cost model prior {path!r} cannot be read ({err}): make it with "
-                             "bench/build_cost_prior.py, or set cost_model.prior to none") from err
+                             "`hiertune prior`, or set cost_model.prior to none") from err
         if kind != target_kind:
             logging.getLogger(__name__).info("cost model prior %s was measured on %s, not %s: not used", path, kind, target_kind)
             return
