@@ -906,7 +906,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                 shutil.rmtree(work, ignore_errors=True)
                 work.mkdir(parents=True)
                 # `{family}` in a value names the case's family (a prior built without it, say)
-                option = {k: v.format(family=case["family"]) if isinstance(v, str) else v for k, v in options.items()}
+                option = {k: v.replace("{family}", case["family"]) if isinstance(v, str) else v for k, v in options.items()}
                 order = [("defaults", {}), ("option", option)]
                 if (i + seed) % 2:
                     order.reverse()

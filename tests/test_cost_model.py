@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from hiertune.errors import HiertuneError
 from hiertune.workloads.tvm_support import make_target, prepare_tvm
 from hiertune.policies.cost_model import CostModel, CostModelConfig, neutral_score, save_prior
 
@@ -89,7 +90,7 @@ def test_a_prior_of_measured_schedules_ranks_before_any_measurement_and_only_on_
     model.update(states[44:48], list(lat[44:48]))
     assert model.num_samples == 4
     assert not CostModel(CostModelConfig(prior=str(path)), target_kind="cuda").trained  # measured on llvm
-    with pytest.raises(ValueError, match="hiertune prior"):
+    with pytest.raises(HiertuneError, match="hiertune prior"):  # the CLI prints it as one line
         CostModel(CostModelConfig(prior=str(tmp_path / "missing.npz")))
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hiertune.errors import HiertuneError
 
 BUILTIN_PRIOR = "builtin"
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -128,7 +129,7 @@ class CostModel:
             names, rows, counts, group, costs = (prior[k] for k in ("names", "features", "row_counts", "group", "costs"))
             kind = str(prior["target_kind"])
         except (OSError, KeyError, ValueError) as err:
-            raise ValueError(f"cost model prior {path!r} cannot be read ({err}): make it with "
+            raise HiertuneError(f"cost model prior {path!r} cannot be read ({err}): make it with "
                              "`hiertune prior`, or set cost_model.prior to none") from err
         if kind != target_kind:
             logging.getLogger(__name__).info("cost model prior %s was measured on %s, not %s: not used", path, kind, target_kind)
