@@ -771,6 +771,12 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
         "measure": "one Ray runner actor shared by both tuners; tuner order alternates per case and seed",
         "ci90": "percentile bootstrap over cases (2000 resamples) of the geomean",
     })
+    harl_options = parse_space_options(args.harl_option, flag="--harl-option")
+    ran = any(c["runs"] for c in summary["cases"].values())  # a file older than the flag ran none
+    stored = summary["setup"].setdefault("harl_options", {} if ran else harl_options)
+    if stored != harl_options:  # one file, one HARL: a resumed half must not mix two configurations
+        raise SystemExit(f"{out_path} holds pairs run with --harl-option {stored or 'none'}; "
+                         f"this run asks for {harl_options or 'none'}: pass the same options or another --out")
     summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
     target = make_target("llvm", num_cores=args.runner_cores)
     host = host_cpu()
@@ -820,7 +826,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
                                                         work_dir=str(work_root / "tmp")))
                 log(f"{case['key']} seed {seed}: {case['trials']} trials each")
                 pair = run_pair(workload, case["trials"], seed, runner, work, args.elite_starts, target,
-                                harl_first=(i + seed) % 2 == 0)
+                                harl_first=(i + seed) % 2 == 0, harl_options=harl_options)
                 pair["seed"] = seed
                 pair["code"] = code  # the commit the pair ran on (a resumed half may span commits)
                 pair["host_cpu"] = host  # ... and hosts
@@ -841,7 +847,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def parse_space_options(items: list[str]) -> dict[str, Any]:
+def parse_space_options(items: list[str], flag: str = "--space-option") -> dict[str, Any]:
     """`--space-option largest_prime_moves=1` -> {"space.largest_prime_moves": True}; a dotted name
     (`episode.start_pool=64`) sets that HarlConfig section's field. Typed by the field."""
     from dataclasses import fields
@@ -857,7 +863,7 @@ def parse_space_options(items: list[str]) -> dict[str, Any]:
         section = section or "space"
         types = sections.get(section, {})
         if field_name not in types:
-            raise SystemExit(f"--space-option {item!r}: HarlConfig.{section} has {', '.join(types) or 'no such section'}")
+            raise SystemExit(f"{flag} {item!r}: HarlConfig.{section} has {', '.join(types) or 'no such section'}")
         kind = types[field_name] if isinstance(types[field_name], str) else types[field_name].__name__
         optional = kind.endswith(" | None")  # `elite_fraction_late: float | None`: "none" switches it off
         kind = kind.removesuffix(" | None")
@@ -1307,6 +1313,9 @@ def main() -> None:
     parser.add_argument("--space-option", nargs="+", default=[], metavar="FIELD=VALUE",
                         help="broad suite: A/B of HarlConfig options (a SpaceConfig field, or section.field) "
                              "against the defaults, HARL only (MetaSchedule's best from --baseline)")
+    parser.add_argument("--harl-option", nargs="+", default=[], metavar="FIELD=VALUE",
+                        help="broad suite: HARL's HarlConfig overrides against MetaSchedule (e.g. "
+                             "cost_model.prior=builtin, HARL as `hiertune tune` runs it); default: none, search only")
     parser.add_argument("--baseline", default=str(BROAD_JSON), help="broad A/B: the broad JSON with the MS bests")
     parser.add_argument("--replot", action="store_true", help="suite: redraw table and PNG from --out, run nothing "
                         "(an A/B JSON: also recompute its by-trial ratios)")

@@ -167,3 +167,15 @@ def test_space_options_are_typed_by_their_field(bench):
     assert bench.parse_space_options(["episode.elite_fraction_late=none"]) == {"episode.elite_fraction_late": None}
     with pytest.raises(SystemExit, match="HarlConfig.episode has"):
         bench.parse_space_options(["episode.no_such_knob=1"])
+
+
+def test_a_resumed_broad_half_refuses_another_harl_configuration(bench, tmp_path):
+    import argparse
+    import json
+
+    out = tmp_path / "broad.json"
+    out.write_text(json.dumps({"cases": {"GMM:2": {"runs": [{"seed": 0}]}}}))  # ran before --harl-option existed
+    args = argparse.Namespace(out=str(out), suite=bench.BROAD_REPORT, runner_cores=1, elite_starts=0.5,
+                              harl_option=["cost_model.prior=builtin"])
+    with pytest.raises(SystemExit, match="--harl-option none.*cost_model.prior"):
+        bench.run_broad(args)
