@@ -12,14 +12,14 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hiertune"
 # Top to bottom; a module may import its own layer and any layer below it. The utilities
-# (errors, configs, plotting) sit under everything.
+# (errors, configs, plotting, resources) sit under everything.
 LAYERS = [
     {"cli", "cluster_entry", "commands"},
     {"platform"},
     {"policies"},
     {"envs"},
     {"solvers", "workloads"},
-    {"errors", "configs", "plotting"},
+    {"errors", "configs", "plotting", "resources"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

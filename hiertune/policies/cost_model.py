@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from hiertune.errors import HiertuneError
+from hiertune.resources import data_path
 
 BUILTIN_PRIOR = "builtin"
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def prior_file(prior: str | None, target_kind: str) -> str | None:
@@ -45,7 +45,7 @@ def prior_file(prior: str | None, target_kind: str) -> str | None:
         return None
     if prior != BUILTIN_PRIOR:
         return prior
-    path = DATA / f"cost_prior_{target_kind}.npz"
+    path = data_path(f"cost_prior_{target_kind}.npz")
     return str(path) if path.exists() else None
 
 

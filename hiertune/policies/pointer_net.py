@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from hiertune.errors import HiertuneError
+from hiertune.resources import data_path
 from hiertune.solvers.graph import OpGraph
 from hiertune.solvers.ilp import EDGE_TPU_CACHE_BYTES, evaluate_partition
 from hiertune.solvers.order_split import least_peak
@@ -45,7 +46,7 @@ NODE_FEATURES = 13
 GLOBAL_FEATURES = 12
 ITEM_DYN_FEATURES = 5
 STAGE_BUDGETS = ("order", "even")
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "data" / "pointer_net.pt"
+DEFAULT_CHECKPOINT = data_path("pointer_net.pt")
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ turns a .tflite file into its operator graph (the naming the segmenter resolves 
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from hiertune.errors import HiertuneError
+from hiertune.resources import data_path
 from hiertune.solvers.graph import Edge, OpGraph, OpNode
 
 FORMS = ("keras", "tflite")
@@ -21,7 +21,7 @@ _ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 8: 8, 9: 1, 10: 8, 11: 16
 
 
 def zoo_dir() -> Path:
-    return Path(str(resources.files("hiertune") / "data" / "zoo"))
+    return data_path("zoo")
 
 
 def zoo_models(form: str | None = None) -> list[str]:
