@@ -1075,7 +1075,9 @@ def plot_broad(summary: dict[str, Any], path: Path) -> None:
         ax.bar(range(len(keys)), mid, color=colours, yerr=[lo, hi], capsize=3)
         _ratio_axes(ax, keys, s.get("geomean_latency_ratio"), s.get("geomean_latency_ratio_ci90"),
                     "HARL / MS best latency", f"{half}: {s['pairs_done']}/{s['pairs_planned']} pairs done")
-    fig.suptitle("HARL vs MetaSchedule at equal measured trials, broad suite")
+    options = summary.get("setup", {}).get("harl_options")
+    fig.suptitle("HARL vs MetaSchedule at equal measured trials, broad suite"
+                 + (f" (HARL with {', '.join(f'{k}={v}' for k, v in options.items())})" if options else ""))
     save_figure(fig, path, dpi=110)
 
 
