@@ -10,7 +10,7 @@ import pytest
 
 from hiertune.errors import HiertuneError
 from hiertune.workloads.tvm_support import make_target, prepare_tvm
-from hiertune.policies.cost_model import CostModel, CostModelConfig, neutral_score, save_prior
+from hiertune.policies.cost_model import CostModel, CostModelConfig, load_prior, neutral_score, prior_file, save_prior
 
 prepare_tvm()
 
@@ -82,6 +82,9 @@ def test_a_prior_of_measured_schedules_ranks_before_any_measurement_and_only_on_
     space, states, lat = measured
     path = tmp_path / "prior.npz"
     save_prior(path, {"GMM:0": (CostModel().features(states[:44]), list(lat[:44]))}, "llvm")
+    tasks, kind = load_prior(path)
+    assert kind == "llvm" and list(tasks) == ["GMM:0"] and len(tasks["GMM:0"][0]) == 44
+    np.testing.assert_allclose(tasks["GMM:0"][1], lat[:44], rtol=1e-6)  # stored as float32
     model = CostModel(CostModelConfig(prior=str(path)))
     assert model.trained and model.num_samples == 0  # the prior is not the tuned task's data
     pred = model.predict(states[44:])
@@ -92,6 +95,15 @@ def test_a_prior_of_measured_schedules_ranks_before_any_measurement_and_only_on_
     assert not CostModel(CostModelConfig(prior=str(path)), target_kind="cuda").trained  # measured on llvm
     with pytest.raises(HiertuneError, match="hiertune prior"):  # the CLI prints it as one line
         CostModel(CostModelConfig(prior=str(tmp_path / "missing.npz")))
+
+
+def test_the_prior_setting_names_the_shipped_file_none_or_a_path_in_any_case():
+    """A config file or CLI value may say "Builtin" or "NONE"; neither may be taken for a path."""
+    assert prior_file("Builtin", "llvm") == prior_file("builtin", "llvm")
+    assert prior_file("builtin", "llvm").endswith("cost_prior_llvm.npz")
+    assert prior_file("NONE", "llvm") is None and prior_file(None, "llvm") is None
+    assert prior_file("builtin", "no-such-target") is None  # no shipped prior for that kind
+    assert prior_file("my/prior.npz", "llvm") == "my/prior.npz"
 
 
 def test_predict_batch_of_64_and_failed_measurements(measured):

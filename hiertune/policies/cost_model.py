@@ -43,7 +43,7 @@ def prior_file(prior: str | None, target_kind: str) -> str | None:
     """The prior file a `CostModelConfig.prior` setting names for a target kind (None: none)."""
     if prior is None or prior.lower() == "none":
         return None
-    if prior != BUILTIN_PRIOR:
+    if prior.lower() != BUILTIN_PRIOR:
         return prior
     path = data_path(f"cost_prior_{target_kind}.npz")
     return str(path) if path.exists() else None
@@ -90,6 +90,24 @@ def save_prior(path: str | Path, tasks: dict[str, tuple[list[np.ndarray], list[f
     )
 
 
+def load_prior(path: str | Path) -> tuple[dict[str, tuple[list[np.ndarray], np.ndarray]], str]:
+    """A prior file back as `save_prior`'s {task: (per-store features of each schedule, latencies)},
+    with the target kind it was measured on."""
+    try:
+        prior = np.load(path, allow_pickle=False)
+        names, rows, counts, group, costs = (prior[k] for k in ("names", "features", "row_counts", "group", "costs"))
+        kind = str(prior["target_kind"])
+    except (OSError, KeyError, ValueError) as err:
+        raise HiertuneError(f"cost model prior {str(path)!r} cannot be read ({err}): make it with "
+                            "`hiertune prior`, or set cost_model.prior to none") from err
+    per_schedule = np.split(rows.astype(np.float32), np.cumsum(counts)[:-1])
+    tasks = {}
+    for g, name in enumerate(names):
+        idx = np.flatnonzero(group == g)
+        tasks[str(name)] = ([per_schedule[i] for i in idx], costs[idx])
+    return tasks, kind
+
+
 class CostModel:
     """XGBoost cost model over schedule states; `update` with measurements, `predict` scores."""
 
@@ -124,20 +142,12 @@ class CostModel:
         first measurements retrain the model as they would without a prior."""
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import FeatureGroup
 
-        try:
-            prior = np.load(path, allow_pickle=False)
-            names, rows, counts, group, costs = (prior[k] for k in ("names", "features", "row_counts", "group", "costs"))
-            kind = str(prior["target_kind"])
-        except (OSError, KeyError, ValueError) as err:
-            raise HiertuneError(f"cost model prior {path!r} cannot be read ({err}): make it with "
-                             "`hiertune prior`, or set cost_model.prior to none") from err
+        tasks, kind = load_prior(path)
         if kind != target_kind:
             logging.getLogger(__name__).info("cost model prior %s was measured on %s, not %s: not used", path, kind, target_kind)
             return
-        per_schedule = np.split(rows.astype(np.float32), np.cumsum(counts)[:-1])
-        for g, name in enumerate(names):
-            idx = np.flatnonzero(group == g)
-            self._model.data[f"prior:{name}"] = FeatureGroup(f"prior:{name}", [per_schedule[i] for i in idx], costs[idx])
+        for name, (features, costs) in tasks.items():
+            self._model.data[f"prior:{name}"] = FeatureGroup(f"prior:{name}", features, costs)
         groups = list(self._model.data.values())
         self._model._train(  # XGBModel.update's own retraining step, on the prior's groups alone
             xs=[f for g in groups for f in g.features],
@@ -204,8 +214,12 @@ class CostModel:
             return np.zeros(0, dtype=np.float64)
         if not self.trained:
             return np.array([neutral_score(s.key) for s in states], dtype=np.float64)
-        xs = self.features(states)
-        scores = np.zeros(len(states), dtype=np.float64)
+        return self.score_features(self.features(states))
+
+    def score_features(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        """Predicted normalised throughput per schedule from its per-store features (`features`,
+        or a prior file's), for a trained model."""
+        scores = np.zeros(len(xs), dtype=np.float64)
         keep = [i for i, x in enumerate(xs) if len(x)]  # a program without stores has no features
         if keep:
             # MetaSchedule's pack-sum prediction (sum of per-store predictions) without its
