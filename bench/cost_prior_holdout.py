@@ -3,7 +3,8 @@
 For each family in `hiertune/data/cost_prior_llvm.npz`, the cost model is trained on the other
 families' schedules alone and ranks the held-out family's measured schedules (Spearman against
 throughput), over all of them and over random draws of 16 (a first measured batch). Beside it,
-the ceiling: the model trained on half of the family's own schedules, ranking the other half.
+the model trained on half of the family's own schedules (alone, and with the other families'
+as the prior joins them in a search), ranking the other half.
 Seconds on one core; no measurement (the prior's latencies are the ground truth).
 
     python bench/cost_prior_holdout.py
@@ -59,6 +60,9 @@ def main() -> None:
             train, test = half[: len(half) // 2], half[len(half) // 2:]
             own = scores_from({name: ([features[i] for i in train], costs[train])}, kind,
                               [features[i] for i in test], Path(tmp))
+            both = scores_from({**{n: t for n, t in tasks.items() if n != name},
+                                name: ([features[i] for i in train], costs[train])}, kind,
+                               [features[i] for i in test], Path(tmp))
             top8 = np.argsort(-pred)[:8]
             families[name] = {
                 "schedules": len(costs),
@@ -67,10 +71,12 @@ def main() -> None:
                 "share_16_at_or_below_0": float(np.mean(batch <= 0)),
                 "top8_median_latency_over_median": float(np.median(costs[top8]) / np.median(costs)),
                 "spearman_own_half": spearman(own, throughput[test]),
+                "spearman_own_half_with_others": spearman(both, throughput[test]),
             }
             f = families[name]
             print(f"{name:8s} held out {f['spearman_held_out']:+.2f} (16-draws median {f['spearman_16_median']:+.2f}, "
-                  f"<= 0 in {f['share_16_at_or_below_0']:.0%}), own half {f['spearman_own_half']:+.2f}, "
+                  f"<= 0 in {f['share_16_at_or_below_0']:.0%}), own half {f['spearman_own_half']:+.2f} "
+                  f"(with the others {f['spearman_own_half_with_others']:+.2f}), "
                   f"top 8 / median latency {f['top8_median_latency_over_median']:.2f}", flush=True)
     result = {"command": "python bench/cost_prior_holdout.py", "prior": Path(prior).name, "target_kind": kind,
               "families": families}
@@ -87,8 +93,10 @@ def plot(families: dict, path: Path) -> None:
     names = list(families)
     x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    ax.bar(x - 0.2, [families[n]["spearman_held_out"] for n in names], 0.4, label="trained on the other families")
-    ax.bar(x + 0.2, [families[n]["spearman_own_half"] for n in names], 0.4, label="trained on half its own")
+    bars = {"spearman_held_out": "trained on the other families", "spearman_own_half": "on half its own",
+            "spearman_own_half_with_others": "on half its own and the others"}
+    for i, (key, label) in enumerate(bars.items()):
+        ax.bar(x + (i - 1) * 0.27, [families[n][key] for n in names], 0.27, label=label)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(x, names, rotation=45)
     ax.set_ylabel("Spearman vs measured throughput")
