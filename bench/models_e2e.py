@@ -9,6 +9,8 @@ trials per task, benchmarked against ONNX Runtime.
 
     python bench/models_e2e.py --mode quick
     python bench/models_e2e.py --mode deep
+    python bench/models_e2e.py --models bert-2l --tuners harl harl-no-prior metaschedule \
+        --out bench/results/models_e2e_prior.json --work runs/models_e2e_prior     # the prior's A/B
     python bench/models_e2e.py --target cuda --models resnet-18 --per-task 8 --out bench/results/models_e2e_cuda.json
 
 `--target cuda` runs the same steps on GPU 0 (runners hold a GPU, PyTorch and ONNX Runtime run there).
@@ -43,6 +45,13 @@ MODELS = {
 # Named with --models only (not part of quick's set): fewer tasks, for a short GPU run.
 EXTRA_MODELS = {"tiny-convnet": ["--model", "tiny-convnet"], "resnet-18": ["--model", "resnet18"]}
 MS_ROUND = 64  # tune_relax's num_trials_per_iter
+# What each tuner name runs: `hiertune tune` (HARL as a user gets it), HARL without its shipped
+# cost-model prior (the prior's A/B on whole models), MetaSchedule at tune_relax's defaults.
+TUNERS = {
+    "harl": ["tune"],
+    "harl-no-prior": ["tune", "--ablation", "no-prior"],
+    "metaschedule": ["baseline", "--batch", str(MS_ROUND)],
+}
 
 
 def hiertune(*argv: str) -> list[str]:
@@ -138,10 +147,9 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
     for tuner in tuners:
         path = work / f"{name}_{tuner}.jsonl"
         records[tuner] = path
-        command = "tune" if tuner == "harl" else "baseline"
+        command, *options = TUNERS[tuner]
         cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", target,
-                       "--runner-cores", runner_cores(target),
-                       *(["--batch", str(MS_ROUND)] if tuner == "metaschedule" else []))
+                       "--runner-cores", runner_cores(target), *options)
         commands.append(cmd)
         if tune and records_trials(path) < trials:
             run_step(cmd, log)
@@ -199,12 +207,13 @@ def summarise(result: dict[str, Any]) -> None:
             "harl_over_torch_eager": ratio(bench, "TVM + harl", "PyTorch eager"),
             "harl_over_torch_compile": ratio(bench, "TVM + harl", "torch.compile"),
             "harl_over_untuned": ratio(bench, "TVM + harl", "TVM untuned"),
+            "harl_over_harl_no_prior": ratio(bench, "TVM + harl", "TVM + harl-no-prior"),
             "harl_tuned_tasks": bench["contenders"]["TVM + harl"].get("tuned_tasks"),
             "metaschedule_tuned_tasks": bench["contenders"].get("TVM + metaschedule", {}).get("tuned_tasks"),
             "tasks": entry["tasks"],
         }
     result["ratios_per_model"] = per_model
-    for key in ("metaschedule", "onnxruntime", "torch_eager", "untuned"):
+    for key in ("metaschedule", "onnxruntime", "torch_eager", "untuned", "harl_no_prior"):
         result[f"e2e_harl_over_{key}"] = geomean([m[f"harl_over_{key}"] for m in per_model.values()])
     tuned = sum(m["harl_tuned_tasks"] or 0 for m in per_model.values())
     total = sum(m["tasks"] for m in per_model.values())
@@ -223,7 +232,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
     quick = result.get("quick", {})
     if not quick:
         return
-    contenders = ["TVM + harl", "TVM + metaschedule", "TVM untuned", "PyTorch eager", "torch.compile", "ONNX Runtime"]
+    contenders = ["TVM + harl", "TVM + harl-no-prior", "TVM + metaschedule", "TVM untuned", "PyTorch eager",
+                  "torch.compile", "ONNX Runtime"]
+    contenders = [c for c in contenders if any(ratio(e["benchmark"], c, "TVM + harl") for e in quick.values())]
     fig, ax = plt.subplots(figsize=(4 + 2.2 * len(quick), 4))
     width = 0.8 / len(contenders)
     for i, name in enumerate(contenders):
@@ -246,6 +257,8 @@ def main() -> None:
                         help="subset of the quick models, or tiny-convnet / resnet-18")
     parser.add_argument("--target", default=TARGET, help="'cuda' for GPU 0; default: llvm at one thread")
     parser.add_argument("--per-task", type=int, help="trials per task (default: 16 quick, 128 deep)")
+    parser.add_argument("--tuners", nargs="+", choices=list(TUNERS), default=None,
+                        help="default: harl and metaschedule (quick), harl (deep); harl-no-prior: the prior's A/B")
     parser.add_argument("--no-tune", action="store_true",
                         help="out of time: compile and benchmark the records as they are, at an equal budget")
     parser.add_argument("--note", help="a sentence on how this run departed from the plan, kept in the JSON")
@@ -259,7 +272,7 @@ def main() -> None:
     section = result.setdefault(args.mode, {})
     names = ["bert-2l"] if args.mode == "deep" else (args.models or list(MODELS))
     per_task = args.per_task or (128 if args.mode == "deep" else 16)
-    tuners = ["harl"] if args.mode == "deep" else ["harl", "metaschedule"]
+    tuners = args.tuners or (["harl"] if args.mode == "deep" else ["harl", "metaschedule"])
     for name in names:
         print(f"[{args.mode}] {name}: {per_task} trials per task, tuners {tuners}", flush=True)
         section[name] = run_model(name, per_task, tuners, args.work / args.mode, tune=not args.no_tune,
