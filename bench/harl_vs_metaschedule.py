@@ -571,12 +571,13 @@ def broad_plan(half: str) -> list[dict[str, Any]]:
 def narrow_plan(plan: list[dict[str, Any]], only: list[str] | None = None, trials: int | None = None,
                 seeds: list[int] | None = None) -> list[dict[str, Any]]:
     """The plan as the command line narrows it: the `only` keys, another budget (each case under its
-    own key, "DEP:1@256", so it never mixes with the stored budget's pairs), a subset of its seeds."""
+    own key, "DEP:1@256", so it never mixes with the stored budget's pairs), other seeds (the report
+    half plans seed 0 alone; `--suite-seeds 1` runs it again on seed 1, not nothing)."""
     plan = [c for c in plan if not only or c["key"] in only]
     if trials:
         plan = [{**c, "key": f"{c['key']}@{trials}", "trials": trials} for c in plan]
     if seeds:
-        plan = [{**c, "seeds": [s for s in c["seeds"] if s in seeds]} for c in plan]
+        plan = [{**c, "seeds": list(seeds)} for c in plan]
     return plan
 
 

@@ -86,6 +86,8 @@ def test_a_narrowed_plan_keeps_another_budget_under_its_own_keys(bench):
     assert [(c["key"], c["workload"], c["trials"], c["seeds"]) for c in plan] == [
         ("DEP:1@256", "DEP:1", 256, [1]), ("TBG:1@256", "TBG:1", 256, [1])]
     assert len(bench.narrow_plan(bench.broad_plan(bench.BROAD_SELECT))) == 13  # nothing asked: the whole half
+    again = bench.narrow_plan(bench.broad_plan(bench.BROAD_REPORT), ["GRP:2"], seeds=[1, 2])
+    assert [(c["key"], c["seeds"]) for c in again] == [("GRP:2", [1, 2])]  # seeds it did not plan, run anew
 
 
 def test_retimed_ratios_sit_beside_the_search_time_ones(bench):
