@@ -34,7 +34,11 @@ against the MetaSchedule best of the broad JSON):
 
     python bench/harl_vs_metaschedule.py --suite broad-select --space-option largest_prime_moves=1 --only DEP:1
 
-(`--suite-trials 256` runs the same shapes at another budget, keyed `DEP:1@256`.)
+(`--suite-trials 256` runs the same shapes at another budget, keyed `DEP:1@256`.) The report half
+again on another seed, then both runs as one (each case over its seeds):
+
+    python bench/harl_vs_metaschedule.py --suite broad-report --suite-seeds 1 --out seed1.json --work-dir runs/s1
+    python bench/harl_vs_metaschedule.py --suite broad-report --merge seed0.json seed1.json --out both.json
 """
 
 from __future__ import annotations
@@ -681,8 +685,10 @@ def case_stats(case: dict[str, Any]) -> dict[str, Any]:
     lat = [r["ratios"]["latency_ratio"] for r in runs]
     retimed = [r["retimed"].get("latency_ratio_median") for r in runs if "retimed" in r]
     finite = [v for v in lat if v is not None]
-    ms_best = [r[MS]["best_ms"] for r in runs if r[MS]["best_ms"]]
-    harl_best = [r[HARL]["best_ms"] for r in runs if r[HARL]["best_ms"]]
+    # a best in ms is comparable from seed to seed only on one kind of CPU (the ratios are per pair)
+    one_cpu = len({r.get("host_cpu") for r in runs}) == 1
+    ms_best = [r[MS]["best_ms"] for r in runs if r[MS]["best_ms"] and one_cpu]
+    harl_best = [r[HARL]["best_ms"] for r in runs if r[HARL]["best_ms"] and one_cpu]
     return {
         "seeds_done": [r["seed"] for r in runs],
         "latency_ratio": geomean(lat),
@@ -743,6 +749,32 @@ def half_summary(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out["pairs_planned"] = sum(len(c["seeds"]) for c in cases.values())
     out["case_stats"] = stats
     return out
+
+
+def merge_broad(paths: list[str]) -> dict[str, Any]:
+    """One broad summary from runs of one half on other seeds (a file per run): a case's pairs
+    join, so its ratio is the geomean over its seeds and its spread shows. Runs of different HARL
+    configurations, or the same seed twice, are refused rather than mixed."""
+    merged: dict[str, Any] = {"commands": [], "cases": {}, "merged_from": list(paths)}
+    for path in paths:
+        try:
+            part = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"--merge {path}: not a broad-suite JSON ({err})") from err
+        options = part.get("setup", {}).get("harl_options", {})
+        merged.setdefault("setup", part.get("setup", {}))
+        if options != merged["setup"].get("harl_options", {}):
+            raise SystemExit(f"--merge {path}: its HARL ran with --harl-option {options or 'none'}, "
+                             f"{paths[0]} with {merged['setup'].get('harl_options') or 'none'}: merge runs of one HARL")
+        merged["commands"] += part.get("commands", [])
+        for key, case in part.get("cases", {}).items():
+            entry = merged["cases"].setdefault(key, {**case, "runs": []})
+            twice = {r["seed"] for r in entry["runs"]} & {r["seed"] for r in case["runs"]}
+            if twice:
+                raise SystemExit(f"--merge {path}: {key} seed {sorted(twice)} is already in an earlier file")
+            entry["runs"] += case["runs"]
+            entry["seeds"] = sorted(set(entry["seeds"]) | set(case["seeds"]))
+    return merged
 
 
 def summarise_broad(summary: dict[str, Any]) -> None:
@@ -1324,6 +1356,8 @@ def main() -> None:
                         "(an A/B JSON: also recompute its by-trial ratios)")
     parser.add_argument("--retime-only", action="store_true",
                         help="broad suite: re-time the finished pairs' winners side by side, run no new pair")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="broad suite: write --out from these runs of one half on different seeds, run nothing")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
     args = parser.parse_args()
     if not args.suite:
@@ -1354,7 +1388,8 @@ def main() -> None:
             summary.setdefault("commands", []).append("python " + " ".join([sys.argv[0], *sys.argv[1:]]))
             retime_broad(summary, args.runner_cores, args.remeasure_rounds, Path(args.out), half=args.suite)
         else:
-            summary = json.loads(Path(args.out).read_text()) if args.replot else run_broad(args)
+            summary = merge_broad(args.merge) if args.merge else \
+                json.loads(Path(args.out).read_text()) if args.replot else run_broad(args)
         summarise_broad(summary)
         _save(summary, Path(args.out))
         plot_broad(summary, Path(args.out).with_suffix(".png"))

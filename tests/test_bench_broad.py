@@ -181,3 +181,29 @@ def test_a_resumed_broad_half_refuses_another_harl_configuration(bench, tmp_path
                               harl_option=["cost_model.prior=builtin"])
     with pytest.raises(SystemExit, match="--harl-option none.*cost_model.prior"):
         bench.run_broad(args)
+
+
+def test_two_runs_of_a_half_merge_case_by_case_and_refuse_to_mix(bench, tmp_path):
+    import json
+
+    def half(path, seed, harl_curve, options=None):
+        case = {"kind": "operator", "family": "GRP", "trials": 64, "seeds": [seed],
+                "runs": [_pair(bench, seed, harl_curve, [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])]}
+        path.write_text(json.dumps({"commands": [f"seed {seed}"], "setup": {"harl_options": options or {}},
+                                    "cases": {"GRP:2": case}}))
+        return str(path)
+
+    first, second = half(tmp_path / "s0.json", 0, [3.0, 1.0]), half(tmp_path / "s1.json", 1, [3.0, 2.5])
+    merged = bench.merge_broad([first, second])
+    assert merged["cases"]["GRP:2"]["seeds"] == [0, 1] and merged["commands"] == ["seed 0", "seed 1"]
+    s = bench.half_summary(merged["cases"])
+    assert s["family_latency_ratio"]["GRP"] == pytest.approx(math.sqrt(0.5 * 1.25))  # over both seeds
+    assert s["case_stats"]["GRP:2"]["spread"]["ms_best_max_over_min"] == pytest.approx(1.0)
+    merged["cases"]["GRP:2"]["runs"][1]["host_cpu"] = "znver5"  # the second run on another CPU
+    spread = bench.half_summary(merged["cases"])["case_stats"]["GRP:2"]["spread"]
+    assert spread["ms_best_max_over_min"] is None and spread["latency_ratio_max"] == pytest.approx(1.25)
+    with pytest.raises(SystemExit, match="GRP:2 seed \\[0\\] is already"):
+        bench.merge_broad([first, first])
+    other = half(tmp_path / "p.json", 2, [3.0, 1.0], {"cost_model.prior": "builtin"})
+    with pytest.raises(SystemExit, match="merge runs of one HARL"):
+        bench.merge_broad([first, other])
