@@ -692,7 +692,8 @@ def case_stats(case: dict[str, Any]) -> dict[str, Any]:
     return {
         "seeds_done": [r["seed"] for r in runs],
         "latency_ratio": geomean(lat),
-        "latency_ratio_retimed": geomean(retimed) if retimed and None not in retimed else None,
+        # over every seed or none: a case re-timed on one seed of two would read as both
+        "latency_ratio_retimed": geomean(retimed) if len(retimed) == len(runs) and None not in retimed else None,
         "trials_ratio": geomean([r["ratios"]["trials_ratio"] for r in runs]),
         "reached_fraction": sum(r["ratios"]["reached"] for r in runs) / len(runs),
         "time_to_quality_ratio": geomean([r["ratios"]["time_to_quality_ratio"] for r in runs]),

@@ -202,6 +202,8 @@ def test_two_runs_of_a_half_merge_case_by_case_and_refuse_to_mix(bench, tmp_path
     merged["cases"]["GRP:2"]["runs"][1]["host_cpu"] = "znver5"  # the second run on another CPU
     spread = bench.half_summary(merged["cases"])["case_stats"]["GRP:2"]["spread"]
     assert spread["ms_best_max_over_min"] is None and spread["latency_ratio_max"] == pytest.approx(1.25)
+    merged["cases"]["GRP:2"]["runs"][1]["retimed"] = {"latency_ratio_median": 1.1}  # seed 1 alone re-timed
+    assert bench.half_summary(merged["cases"])["case_stats"]["GRP:2"]["latency_ratio_retimed"] is None
     with pytest.raises(SystemExit, match="GRP:2 seed \\[0\\] is already"):
         bench.merge_broad([first, first])
     other = half(tmp_path / "p.json", 2, [3.0, 1.0], {"cost_model.prior": "builtin"})
