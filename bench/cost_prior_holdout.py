@@ -18,13 +18,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from trace_compare import spearman
 
 OUT = Path(__file__).resolve().parent / "results" / "cost_prior_holdout.json"
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def scores_from(tasks: dict, kind: str, held_out: list[np.ndarray], folder: Path) -> np.ndarray:

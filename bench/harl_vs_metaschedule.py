@@ -686,9 +686,9 @@ def case_stats(case: dict[str, Any]) -> dict[str, Any]:
     retimed = [r["retimed"].get("latency_ratio_median") for r in runs if "retimed" in r]
     finite = [v for v in lat if v is not None]
     # a best in ms is comparable from seed to seed only on one kind of CPU (the ratios are per pair)
-    one_cpu = len({r.get("host_cpu") for r in runs}) == 1
-    ms_best = [r[MS]["best_ms"] for r in runs if r[MS]["best_ms"] and one_cpu]
-    harl_best = [r[HARL]["best_ms"] for r in runs if r[HARL]["best_ms"] and one_cpu]
+    same_cpu_runs = runs if len({r.get("host_cpu") for r in runs}) == 1 else []
+    ms_best = [r[MS]["best_ms"] for r in same_cpu_runs if r[MS]["best_ms"]]
+    harl_best = [r[HARL]["best_ms"] for r in same_cpu_runs if r[HARL]["best_ms"]]
     return {
         "seeds_done": [r["seed"] for r in runs],
         "latency_ratio": geomean(lat),
