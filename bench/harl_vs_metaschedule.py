@@ -918,6 +918,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     from hiertune.workloads.tvm_support import host_cpu, make_target
 
     options = parse_space_options(args.space_option)
+    shared = parse_space_options(args.harl_option, flag="--harl-option")  # both arms (HARL as `tune` ships it, say)
     tag = ",".join(f"{k}={v}" for k, v in options.items())
     out_path = Path(args.out)
     summary: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {}
@@ -951,10 +952,12 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                 if (i + seed) % 2:
                     order.reverse()
                 runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,
-                                         {"episode.elite_fraction": args.elite_starts, **opts}, label=f"harl_{label}")
+                                         {"episode.elite_fraction": args.elite_starts, **shared, **opts},
+                                         label=f"harl_{label}")
                         for label, opts in order}
                 ms = baseline_ms(broad, case["key"], seed, host)
                 arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(), "host_cpu": host,
+                             "both_arms": shared,
                              "option_over_defaults": runs["option"]["best_ms"] / runs["defaults"]["best_ms"],
                              "over_ms": {label: runs[label]["best_ms"] / ms if ms else None for label in runs}}
                 print(f"[{time.strftime('%H:%M:%S')}] {tag} {key}: defaults {runs['defaults']['best_ms']:.4f} ms, "

@@ -170,6 +170,33 @@ def test_warmup_trials_keep_batches_random_fills_until_reached(tmp_path) -> None
         make_search(tmp_path, warmup_trials=-1)
 
 
+def test_warmup_fills_measure_the_sketches_a_small_first_batch_left_out(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, warmup_fills=1)
+    n_sketches = search.spaces[0].num_sketches
+    first = search.propose(n_sketches - 1)  # fewer slots than sketches: the last sketch is left out
+    assert {c.state.sketch for c in first} == set(range(n_sketches - 1))
+    observe_latencies(search, [c.state for c in first], [1e-3] * len(first))
+    assert search.bandits.missing_fills(0) == [0] * (n_sketches - 1) + [1]
+    cover = search.propose(8)  # a warm-up batch of the one missing fill, not a searched round for it
+    assert search.searched_sketch is None and [c.state.sketch for c in cover] == [n_sketches - 1]
+    observe_latencies(search, [c.state for c in cover], [2e-3])
+    assert not search.bandits.wants_warmup(0, len(search.measured[0]))
+    assert search.bandits.sketch_windows[0].stats()[1][n_sketches - 1] == 1
+    search.propose(8)
+    assert search.searched_sketch is not None
+
+
+def test_warmup_fills_leave_a_first_batch_that_already_has_them_alone(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, warmup_fills=2)
+    chosen = search.propose(8)  # 3 sketches, 8 slots: 3 + 3 + 2 fills
+    observe_latencies(search, [c.state for c in chosen], [1e-3 * (1 + i) for i in range(len(chosen))])
+    assert not any(search.bandits.missing_fills(0))
+    search.propose(8)
+    assert search.searched_sketch is not None
+    with pytest.raises(HiertuneError, match="bandit.warmup_fills"):
+        make_search(tmp_path, warmup_fills=-1)
+
+
 def test_cross_sketch_slots_go_to_the_other_sketches(tmp_path) -> None:
     search = make_search(tmp_path, epsilon=0.0, cross_sketch=2, sketch_warmup=False)
     assert search.spaces[0].num_sketches > 1

@@ -100,6 +100,7 @@ class HarlConfig:
             ("episode.stall_starts", e.stall_starts, e.stall_starts in STALL_STARTS, " or ".join(STALL_STARTS)),
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("bandit.warmup_trials", b.warmup_trials, b.warmup_trials >= 0, ">= 0"),
+            ("bandit.warmup_fills", b.warmup_fills, b.warmup_fills >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
             ("ppo.track_policy", self.ppo.track_policy, self.ppo.track_policy in TRACK_POLICIES,
              f"one of {', '.join(TRACK_POLICIES)}"),
@@ -484,8 +485,16 @@ class HarlSearch:
         return spread_over_sketches(list(pools.values()), k, self.measured[task])
 
     def _warmup_pairs(self, task: int, k: int) -> list[Pair]:
-        """A task's first batch spread over all its sketches (best-predicted of a few fills each)."""
-        n = -(-k // self.spaces[task].num_sketches)
-        pools = [self._ranked_fills(task, sketch, n * self.config.episode.start_pool)
-                 for sketch in range(self.spaces[task].num_sketches)]
+        """A warm-up batch, the best-predicted of a few fills per slot: a task's first batch spread
+        over all its sketches in order; a later one (`bandit.warmup_fills`) only the fills its
+        sketches still lack, the sketches with the fewest measured first."""
+        start_pool = self.config.episode.start_pool
+        missing = self.bandits.missing_fills(task)
+        if not self.measured[task] or not any(missing):
+            n = -(-k // self.spaces[task].num_sketches)
+            pools = [self._ranked_fills(task, sketch, n * start_pool) for sketch in range(len(missing))]
+            return spread_over_sketches(pools, k, self.measured[task])
+        order = sorted((s for s, lack in enumerate(missing) if lack), key=lambda s: self.bandits.sketch_trials[task][s])
+        pools = [[pair for pair in self._ranked_fills(task, s, missing[s] * start_pool)
+                  if pair[1] not in self.measured[task]][: missing[s]] for s in order]
         return spread_over_sketches(pools, k, self.measured[task])

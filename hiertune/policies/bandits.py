@@ -53,6 +53,15 @@ class BanditConfig:
     commitment to the basin of the first batch's best fill, as a random fill's latency has a
     long tail. On the selection half it gains on some families and loses on others
     (docs/harl.md), so 0 stays the default."""
+    warmup_fills: int = 0
+    """The warm-up goes on, one batch at a time, until every sketch of the task has this many
+    measured fills; each further batch measures only the fills still missing, for the sketches
+    with the fewest first. The first batch is always one batch of `CandidateConfig.topk` spread
+    over the sketches in order, so a task with more sketches than that (a CPU softmax or layer
+    norm has 9 against 8) leaves its last sketch unmeasured, and SW-UCB, which pulls an unpulled
+    arm first, then gives that sketch the first searched round for its index alone. 1 closes
+    that gap; 2 gives every sketch the 2-3 fills a 3-sketch task's first batch already gives
+    each. 0: the first batch alone (tasks with up to topk / N sketches are the same either way)."""
     sketch_renormalise: bool = True
     """Rescale a task's sketch rewards whenever its best improves (False: rewards stay as earned)."""
     sketch_search_rounds: int = 0
@@ -198,6 +207,7 @@ class Bandits:
         self.subgraph_window = SlidingWindow(len(tasks), config.tau)
         self.sketch_windows = [SlidingWindow(n, config.tau) for n in sketches]
         self.searched_rounds = [np.zeros(n, dtype=int) for n in sketches]  # rounds each sketch was the bandit's pick
+        self.sketch_trials = [np.zeros(n, dtype=int) for n in sketches]  # measured schedules per sketch, failures too
 
     # ------------------------------------------------------------------ what the env observes
     def subgraph_observation(self) -> dict[str, np.ndarray]:
@@ -224,7 +234,15 @@ class Bandits:
         trials so far (its first batch on several sketches; every batch below `warmup_trials`)?"""
         if measured < self.config.warmup_trials:
             return True
-        return self.config.sketch_warmup and not measured and self.sketch_windows[task].n_arms > 1
+        if not (self.config.sketch_warmup and self.sketch_windows[task].n_arms > 1):
+            return False
+        return not measured or any(self.missing_fills(task))
+
+    def missing_fills(self, task: int) -> list[int]:
+        """Per sketch of `task`, the measured fills it still lacks for `warmup_fills` (0 for a retired sketch)."""
+        window = self.sketch_windows[task]
+        return [0 if s in window.disabled else max(0, self.config.warmup_fills - int(count))
+                for s, count in enumerate(self.sketch_trials[task])]
 
     def best(self, task: int) -> float:
         return self.progress[task].best
@@ -253,6 +271,7 @@ class Bandits:
         per_sketch: dict[int, float] = {}
         for s, latency in zip(sketches, latencies):
             if s is not None and 0 <= s < window.n_arms:
+                self.sketch_trials[task][s] += 1
                 per_sketch[s] = min(per_sketch.get(s, math.inf), latency)
         if not per_sketch:
             return round_best
