@@ -786,13 +786,44 @@ def summarise_broad(summary: dict[str, Any]) -> None:
     summary.update(half_summary(halves[BROAD_REPORT]))
 
 
+def broad_cases(args: argparse.Namespace, target: Any, unavailable: dict[str, str]
+                ) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
+    """The half's cases as the command line narrows them, network tasks included (extracted
+    only for the networks `--only` names, all of them without `--only`), with each network's
+    tasks; a network this checkout cannot build goes into `unavailable` instead."""
+    plan = broad_plan(args.suite)
+    networks: dict[str, list[Any]] = {}
+    wanted_nets = {k.split("/")[0] for k in args.only or [] if "/" in k}  # --only NET/TASK builds NET alone
+    if args.suite == BROAD_REPORT and (not args.only or wanted_nets):
+        for net in BROAD_NETWORKS:
+            if wanted_nets and net not in wanted_nets:
+                continue
+            try:
+                networks[net] = broad_network_tasks(net, target)
+            except Exception as err:  # noqa: BLE001 - a network this checkout cannot build is reported, not fatal
+                unavailable[net] = str(err).splitlines()[0][:200]
+                continue
+            room = MAX_NETWORK_TASKS - sum(c["kind"] == "network_task" for c in plan)
+            plan += heaviest_tasks(net, networks[net], max(room, 0))
+    return narrow_plan(plan, args.only, args.trials_override, args.seeds_override), networks
+
+
+def case_workload(case: dict[str, Any], networks: dict[str, list[Any]], target: Any) -> Any:
+    """The workload a broad case tunes: an operator by name, a network task alone."""
+    from hiertune.workloads import Workload, get_workload
+
+    if case["kind"] == "network_task":
+        task = next(t for t in networks[case["workload"]] if t.name == case["task"])
+        return Workload(name=task.name, tasks=[task])
+    return get_workload(case["workload"], target)
+
+
 def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     """One half of the broad suite, resumable pair by pair (a stopped run continues from the JSON)."""
     import shutil
 
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
-    from hiertune.workloads import Workload, get_workload
     from hiertune.workloads.tvm_support import host_cpu, make_target
 
     out_path = Path(args.out)
@@ -817,22 +848,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     if host not in summary["setup"].setdefault("host_cpus", []):
         summary["setup"]["host_cpus"].append(host)  # each pair says its own ("host_cpu")
     code = git_describe()
-    plan = broad_plan(args.suite)
-    networks: dict[str, Any] = {}
-    wanted_nets = {k.split("/")[0] for k in args.only or [] if "/" in k}  # --only NET/TASK builds NET alone
-    if args.suite == BROAD_REPORT and (not args.only or wanted_nets):
-        unavailable = summary.setdefault("networks_unavailable", {})
-        for net in BROAD_NETWORKS:
-            if wanted_nets and net not in wanted_nets:
-                continue
-            try:
-                networks[net] = broad_network_tasks(net, target)
-            except Exception as err:  # noqa: BLE001 - a network this checkout cannot build is reported, not fatal
-                unavailable[net] = str(err).splitlines()[0][:200]
-                continue
-            room = MAX_NETWORK_TASKS - sum(c["kind"] == "network_task" for c in plan)
-            plan += heaviest_tasks(net, networks[net], max(room, 0))
-    plan = narrow_plan(plan, args.only, args.trials_override, args.seeds_override)
+    plan, networks = broad_cases(args, target, summary.setdefault("networks_unavailable", {}))
     plan.sort(key=lambda c: c["trials"])  # the 256-trial cases last: a stopped run holds the most cases
     for case in plan:
         entry = summary["cases"].setdefault(case["key"], {**case, "half": args.suite, "runs": []})
@@ -846,11 +862,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
             for seed in case["seeds"]:
                 if seed in {r["seed"] for r in entry["runs"]}:
                     continue
-                if case["kind"] == "network_task":
-                    task = next(t for t in networks[case["workload"]] if t.name == case["task"])
-                    workload = Workload(name=task.name, tasks=[task])
-                else:
-                    workload = get_workload(case["workload"], target)
+                workload = case_workload(case, networks, target)
                 work = work_root / case["key"].replace(":", "_").replace("/", "_").replace("@", "_")
                 shutil.rmtree(work, ignore_errors=True)  # a pair cut short restarts: its times must be whole
                 work.mkdir(parents=True)
@@ -914,7 +926,6 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     the broad JSON."""
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
-    from hiertune.workloads import get_workload
     from hiertune.workloads.tvm_support import host_cpu, make_target
 
     options = parse_space_options(args.space_option)
@@ -927,12 +938,13 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     broad = json.loads(Path(args.baseline).read_text()).get("cases", {}) if Path(args.baseline).exists() else {}
     target = make_target("llvm", num_cores=args.runner_cores)
     host = host_cpu()
-    plan = narrow_plan(broad_plan(args.suite), args.only, args.trials_override)  # another budget: no stored MS best
+    seeds, args.seeds_override = args.seeds_override, None  # the A/B's seeds, per case below
+    plan, networks = broad_cases(args, target, {})  # another budget: no stored MS best
     work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
     runner = None
     try:
         for i, case in enumerate(plan):
-            for seed in args.seeds_override or case["seeds"][:1]:
+            for seed in seeds or case["seeds"][:1]:
                 key = f"{case['key']}@{seed}"
                 if key in arms:
                     continue
@@ -940,8 +952,8 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                     init_ray(RayConfig())
                     runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
                                                         work_dir=str(work_root / "tmp")))
-                workload = get_workload(case["workload"], target)
-                work = work_root / key.replace(":", "_").replace("@", "_")
+                workload = case_workload(case, networks, target)
+                work = work_root / key.replace(":", "_").replace("/", "_").replace("@", "_")
                 import shutil
 
                 shutil.rmtree(work, ignore_errors=True)
