@@ -1085,6 +1085,13 @@ def broad_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines + [""] + heads + ["", "Made by " + ", then ".join(f"`{c}`" for c in summary.get("commands", [])) + "."])
 
 
+def case_label(key: str, width: int = 28) -> str:
+    """A case key short enough for a tick label: a network task's long fused name is cut, its
+    `@seed` / `@trials` suffix kept."""
+    head, at, tail = key.partition("@")
+    return (head if len(head) <= width else head[: width - 1] + "…") + at + tail
+
+
 def _ratio_axes(ax: Any, keys: list[str], g: float | None, ci: list[float] | None, ylabel: str, title: str) -> None:
     """The frame of a per-case ratio panel: the line at 1.0, the geomean and its 90% interval as a
     band, the case names under the bars."""
@@ -1096,7 +1103,7 @@ def _ratio_axes(ax: Any, keys: list[str], g: float | None, ci: list[float] | Non
             ax.axhspan(ci[0], ci[1], color="tab:blue", alpha=0.12)
         ax.legend(fontsize=8)
     ax.set_xticks(range(len(keys)))
-    ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=7)
+    ax.set_xticklabels([case_label(key) for key in keys], rotation=45, ha="right", fontsize=7)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.grid(axis="y", alpha=0.3)

@@ -150,6 +150,13 @@ def test_an_ab_plot_draws_one_panel_per_option(bench, tmp_path):
     assert not (tmp_path / "none.png").exists()
 
 
+def test_a_network_task_key_is_cut_for_its_tick_label_but_keeps_its_seed(bench):
+    long = "bert-2l/fused_fast_softmax_cast2_tir_logical_not1_full_where1_broadcast_to5@1"
+    label = bench.case_label(long)
+    assert len(label) < 32 and label.startswith("bert-2l/fused") and label.endswith("@1")
+    assert bench.case_label("C2D:2@256@0") == "C2D:2@256@0"
+
+
 def test_ab_ratios_by_trial_read_both_curves_at_each_checkpoint(bench):
     arms = {"A@0": {"option": {"curve_ms": [None, 4.0, 2.0, 1.0]}, "defaults": {"curve_ms": [3.0, 2.0, 2.0, 2.0]}},
             "B@0": {"option": {"curve_ms": [2.0, 2.0]}, "defaults": {"curve_ms": [1.0, 1.0]}}}
