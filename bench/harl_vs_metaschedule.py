@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from summary_stats import geomean
+
 RESULTS = Path(__file__).parent / "results"
 SUITE_JSON = RESULTS / "harl_vs_metaschedule.json"
 SUITE_PNG = RESULTS / "harl_vs_metaschedule.png"
@@ -200,11 +202,6 @@ def trials_to_reach(curve: list[float | None], goal: float | None) -> int | None
         if value is not None and value <= goal:
             return i
     return None
-
-
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 def pair_ratios(pair: dict[str, Any]) -> dict[str, Any]:

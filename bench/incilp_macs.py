@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from summary_stats import geomean  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 ONNX_DIR = ROOT / "runs" / "onnx"
@@ -99,9 +99,6 @@ def main() -> None:
             cases.append(case)
 
     labels = list(cases[0]["plans"]) if cases else []
-
-    def geomean(xs: list[float]) -> float:
-        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
     summary = {label: geomean([c["plans"][label]["max_stage_macs_libcoral_over"] for c in cases]) for label in labels}
     result = {"benchmark": "incilp_macs", "gamma": args.gamma, "orders": [",".join(o) for o in orders],

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from rich.table import Table
 from tqdm import tqdm
 
 from incilp_scale import RESULTS, _load
+from summary_stats import geomean
 from hiertune.platform.solver_actor import pointer_inc_ilp
 from hiertune.policies.pointer_net import default_scheduler
 from hiertune.plotting import pyplot, save_figure
@@ -94,7 +94,7 @@ def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
     proven = [c for c in cases if c["optimum"] is not None]
     return {
         "num_cases": len(cases),
-        "geomean_seconds_on_over_off": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+        "geomean_seconds_on_over_off": geomean(ratios),
         "optimal_on": sum(bool(c["on_optimal"]) for c in proven), "optimal_off": sum(bool(c["off_optimal"]) for c in proven),
         "num_proven": len(proven), "on_not_worse": sum(c["on_not_worse"] for c in cases),
     }

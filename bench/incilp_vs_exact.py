@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import gc
 import json
-import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from summary_stats import geomean
 from tqdm import tqdm
 
 from hiertune.plotting import pyplot, save_figure
@@ -65,11 +65,6 @@ class BenchConfig:
     plot: Path = RESULTS / "incilp_vs_exact.png"
     resume: bool = False
     checkpoint: dict[str, Any] = field(default_factory=dict)  # the pointer net used (filled by main)
-
-
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v > 0]
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
 
 
 @contextlib.contextmanager

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from summary_stats import geomean
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -188,11 +189,6 @@ def median(bench: dict[str, Any], name: str) -> float | None:
 def ratio(bench: dict[str, Any], a: str, b: str) -> float | None:
     x, y = median(bench, a), median(bench, b)
     return x / y if x and y else None
-
-
-def geomean(values: list[float | None]) -> float | None:
-    good = [v for v in values if v]
-    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
 
 
 def summarise(result: dict[str, Any]) -> None:

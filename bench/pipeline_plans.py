@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from summary_stats import geomean  # noqa: E402
 
 
 # Inc-ILP variants per objective order: the default (pointer-net start when its checkpoint loads)
@@ -158,9 +158,6 @@ def main() -> None:
             cases.append(case)
             bar.update()
     bar.close()
-
-    def geomean(xs: list[float]) -> float:
-        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
     summary = {}
     for label in plan_variants:

@@ -23,6 +23,8 @@ BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
 
 def _import_bench(name: str) -> ModuleType:
+    if str(BENCH_DIR) not in sys.path:  # as when run as a script: its siblings (summary_stats) import
+        sys.path.insert(0, str(BENCH_DIR))
     spec = importlib.util.spec_from_file_location(name, BENCH_DIR / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
