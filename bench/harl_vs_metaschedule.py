@@ -935,13 +935,12 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     broad = json.loads(Path(args.baseline).read_text()).get("cases", {}) if Path(args.baseline).exists() else {}
     target = make_target("llvm", num_cores=args.runner_cores)
     host = host_cpu()
-    seeds, args.seeds_override = args.seeds_override, None  # the A/B's seeds, per case below
     plan, networks = broad_cases(args, target, {})  # another budget: no stored MS best
     work_root = Path(args.work_dir or tempfile.mkdtemp(prefix="harl_ab_"))
     runner = None
     try:
         for i, case in enumerate(plan):
-            for seed in seeds or case["seeds"][:1]:
+            for seed in case["seeds"] if args.seeds_override else case["seeds"][:1]:
                 key = f"{case['key']}@{seed}"
                 if key in arms:
                     continue

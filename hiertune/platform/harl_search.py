@@ -494,7 +494,7 @@ class HarlSearch:
             n = -(-k // self.spaces[task].num_sketches)
             pools = [self._ranked_fills(task, sketch, n * start_pool) for sketch in range(len(missing))]
             return spread_over_sketches(pools, k, self.measured[task])
-        order = sorted((s for s, lack in enumerate(missing) if lack), key=lambda s: self.bandits.sketch_trials[task][s])
+        order = sorted((s for s, lack in enumerate(missing) if lack), key=lambda s: -missing[s])  # fewest fills first
         pools = [[pair for pair in self._ranked_fills(task, s, missing[s] * start_pool)
                   if pair[1] not in self.measured[task]][: missing[s]] for s in order]
         return spread_over_sketches(pools, k, self.measured[task])
