@@ -47,6 +47,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -817,8 +818,6 @@ def case_workload(case: dict[str, Any], networks: dict[str, list[Any]], target: 
 
 def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     """One half of the broad suite, resumable pair by pair (a stopped run continues from the JSON)."""
-    import shutil
-
     from hiertune.platform.ray_runtime import RayConfig, init_ray
     from hiertune.platform.runners import RunnerConfig, create_runner
     from hiertune.workloads.tvm_support import host_cpu, make_target
@@ -950,22 +949,21 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                                                         work_dir=str(work_root / "tmp")))
                 workload = case_workload(case, networks, target)
                 work = work_root / key.replace(":", "_").replace("/", "_").replace("@", "_")
-                import shutil
-
                 shutil.rmtree(work, ignore_errors=True)
                 work.mkdir(parents=True)
                 # `{family}` in a value names the case's family (a prior built without it, say)
-                option = {k: v.replace("{family}", case["family"]) if isinstance(v, str) else v for k, v in options.items()}
+                option, both = ({k: v.replace("{family}", case["family"]) if isinstance(v, str) else v for k, v in opts.items()}
+                                for opts in (options, shared))
                 order = [("defaults", {}), ("option", option)]
                 if (i + seed) % 2:
                     order.reverse()
                 runs = {label: run_tuner(HARL, workload, target, case["trials"], seed, runner, work,
-                                         {"episode.elite_fraction": args.elite_starts, **shared, **opts},
+                                         {"episode.elite_fraction": args.elite_starts, **both, **opts},
                                          label=f"harl_{label}")
                         for label, opts in order}
                 ms = baseline_ms(broad, case["key"], seed, host)
                 arms[key] = {"order": [label for label, _ in order], **runs, "code": git_describe(), "host_cpu": host,
-                             "both_arms": shared,
+                             "both_arms": both,
                              "option_over_defaults": runs["option"]["best_ms"] / runs["defaults"]["best_ms"],
                              "over_ms": {label: runs[label]["best_ms"] / ms if ms else None for label in runs}}
                 print(f"[{time.strftime('%H:%M:%S')}] {tag} {key}: defaults {runs['defaults']['best_ms']:.4f} ms, "

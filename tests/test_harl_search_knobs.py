@@ -197,6 +197,20 @@ def test_warmup_fills_leave_a_first_batch_that_already_has_them_alone(tmp_path) 
         make_search(tmp_path, warmup_fills=-1)
 
 
+def test_warmup_pool_measures_each_sketchs_best_predicted_of_a_larger_pool(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, warmup_pool=16)
+    ranked: list[tuple[int, list]] = []
+    rank_fills = search._ranked_fills
+    search._ranked_fills = lambda task, sketch, count: ranked.append((count, rank_fills(task, sketch, count))) or ranked[-1][1]
+    chosen = search.propose(8)  # 3 sketches, 8 slots: 3 + 3 + 2 fills, each from 3 * 16 scored
+    assert search.searched_sketch is None and [count for count, _ in ranked] == [3 * 16] * 3
+    for sketch, (_, pool) in enumerate(ranked):
+        picked = {c.key for c in chosen if c.state.sketch == sketch}
+        assert picked == {key for _, key in pool[: len(picked)]}  # the best-predicted of the pool
+    with pytest.raises(HiertuneError, match="bandit.warmup_pool"):
+        make_search(tmp_path, warmup_pool=-1)
+
+
 def test_cross_sketch_slots_go_to_the_other_sketches(tmp_path) -> None:
     search = make_search(tmp_path, epsilon=0.0, cross_sketch=2, sketch_warmup=False)
     assert search.spaces[0].num_sketches > 1

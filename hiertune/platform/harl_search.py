@@ -101,6 +101,7 @@ class HarlConfig:
             ("bandit.sketch_search_rounds", b.sketch_search_rounds, b.sketch_search_rounds >= 0, ">= 0"),
             ("bandit.warmup_trials", b.warmup_trials, b.warmup_trials >= 0, ">= 0"),
             ("bandit.warmup_fills", b.warmup_fills, b.warmup_fills >= 0, ">= 0"),
+            ("bandit.warmup_pool", b.warmup_pool, b.warmup_pool >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
             ("ppo.track_policy", self.ppo.track_policy, self.ppo.track_policy in TRACK_POLICIES,
              f"one of {', '.join(TRACK_POLICIES)}"),
@@ -488,7 +489,7 @@ class HarlSearch:
         """A warm-up batch, the best-predicted of a few fills per slot: a task's first batch spread
         over all its sketches in order; a later one (`bandit.warmup_fills`) only the fills its
         sketches still lack, the sketches with the fewest measured first."""
-        start_pool = self.config.episode.start_pool
+        start_pool = self.config.bandit.warmup_pool or self.config.episode.start_pool
         missing = self.bandits.missing_fills(task)
         if not self.measured[task] or not any(missing):
             n = -(-k // self.spaces[task].num_sketches)

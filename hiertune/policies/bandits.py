@@ -62,6 +62,12 @@ class BanditConfig:
     arm first, then gives that sketch the first searched round for its index alone. 1 closes
     that gap; 2 gives every sketch the 2-3 fills a 3-sketch task's first batch already gives
     each. 0: the first batch alone (tasks with up to topk / N sketches are the same either way)."""
+    warmup_pool: int = 0
+    """Random fills the cost model scores per warm-up slot; the best-predicted are measured. A
+    warm-up fill is the bandit's only look at a sketch before it commits, and a random fill's
+    latency has a long tail (on a CPU softmax one sketch's fills ran 1.9 ms to 3 s), so with a
+    trained model (a prior) a larger pool makes that look more like the sketch's best. 0:
+    `EpisodeConfig.start_pool`, as for a random track start."""
     sketch_renormalise: bool = True
     """Rescale a task's sketch rewards whenever its best improves (False: rewards stay as earned)."""
     sketch_search_rounds: int = 0
