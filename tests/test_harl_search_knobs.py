@@ -197,16 +197,19 @@ def test_warmup_fills_leave_a_first_batch_that_already_has_them_alone(tmp_path) 
         make_search(tmp_path, warmup_fills=-1)
 
 
-def test_warmup_pool_measures_each_sketchs_best_predicted_of_a_larger_pool(tmp_path) -> None:
-    search = make_search(tmp_path, sketch_warmup=True, warmup_pool=16)
+def test_warmup_pool_screens_each_sketchs_first_fill_deeper(tmp_path) -> None:
+    search = make_search(tmp_path, sketch_warmup=True, warmup_pool=32)
     ranked: list[tuple[int, list]] = []
     rank_fills = search._ranked_fills
     search._ranked_fills = lambda task, sketch, count: ranked.append((count, rank_fills(task, sketch, count))) or ranked[-1][1]
-    chosen = search.propose(8)  # 3 sketches, 8 slots: 3 + 3 + 2 fills, each from 3 * 16 scored
-    assert search.searched_sketch is None and [count for count, _ in ranked] == [3 * 16] * 3
-    for sketch, (_, pool) in enumerate(ranked):
-        picked = {c.key for c in chosen if c.state.sketch == sketch}
-        assert picked == {key for _, key in pool[: len(picked)]}  # the best-predicted of the pool
+    chosen = search.propose(8)  # 3 sketches, 8 slots: 3 + 3 + 2 fills
+    # per sketch: its first fill from 32 scored, the other two the best of 2 * start_pool (8)
+    assert search.searched_sketch is None and [count for count, _ in ranked] == [32, 16] * 3
+    for sketch in range(3):
+        (_, deep), (_, broad) = ranked[2 * sketch: 2 * sketch + 2]
+        picked = [c.key for c in chosen if c.state.sketch == sketch]
+        assert picked[0] == deep[0][1]  # the deep screen's best-predicted comes first
+        assert set(picked[1:]) <= {key for _, key in broad[: len(picked)]}
     with pytest.raises(HiertuneError, match="bandit.warmup_pool"):
         make_search(tmp_path, warmup_pool=-1)
 

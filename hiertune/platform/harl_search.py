@@ -486,16 +486,24 @@ class HarlSearch:
         return spread_over_sketches(list(pools.values()), k, self.measured[task])
 
     def _warmup_pairs(self, task: int, k: int) -> list[Pair]:
-        """A warm-up batch, the best-predicted of a few fills per slot: a task's first batch spread
-        over all its sketches in order; a later one (`bandit.warmup_fills`) only the fills its
-        sketches still lack, the sketches with the fewest measured first."""
-        start_pool = self.config.bandit.warmup_pool or self.config.episode.start_pool
+        """A warm-up batch: a task's first batch spread over all its sketches in order; a later one
+        (`bandit.warmup_fills`) only the fills its sketches still lack, the sketches with the fewest
+        measured first."""
         missing = self.bandits.missing_fills(task)
         if not self.measured[task] or not any(missing):
             n = -(-k // self.spaces[task].num_sketches)
-            pools = [self._ranked_fills(task, sketch, n * start_pool) for sketch in range(len(missing))]
+            pools = [self._warmup_fills(task, sketch, n) for sketch in range(len(missing))]
             return spread_over_sketches(pools, k, self.measured[task])
         order = sorted((s for s, lack in enumerate(missing) if lack), key=lambda s: -missing[s])  # fewest fills first
-        pools = [[pair for pair in self._ranked_fills(task, s, missing[s] * start_pool)
+        pools = [[pair for pair in self._warmup_fills(task, s, missing[s])
                   if pair[1] not in self.measured[task]][: missing[s]] for s in order]
         return spread_over_sketches(pools, k, self.measured[task])
+
+    def _warmup_fills(self, task: int, sketch: int, n: int) -> list[Pair]:
+        """A sketch's warm-up fills, best first: the first the best-predicted of
+        `bandit.warmup_pool` fills (0: like the rest), the rest the best-predicted n - 1 of
+        (n - 1) * `episode.start_pool`, so one deep screen per sketch beside the broad ones."""
+        start_pool, deep = self.config.episode.start_pool, self.config.bandit.warmup_pool
+        if not deep:
+            return self._ranked_fills(task, sketch, n * start_pool)
+        return self._ranked_fills(task, sketch, deep)[:1] + self._ranked_fills(task, sketch, (n - 1) * start_pool)

@@ -63,11 +63,12 @@ class BanditConfig:
     that gap; 2 gives every sketch the 2-3 fills a 3-sketch task's first batch already gives
     each. 0: the first batch alone (tasks with up to topk / N sketches are the same either way)."""
     warmup_pool: int = 0
-    """Random fills the cost model scores per warm-up slot; the best-predicted are measured. A
-    warm-up fill is the bandit's only look at a sketch before it commits, and a random fill's
-    latency has a long tail (on a CPU softmax one sketch's fills ran 1.9 ms to 3 s), so with a
-    trained model (a prior) a larger pool makes that look more like the sketch's best. 0:
-    `EpisodeConfig.start_pool`, as for a random track start."""
+    """Random fills the cost model scores for each sketch's first warm-up fill, the best-predicted
+    measured; its other warm-up fills stay the best-predicted of `EpisodeConfig.start_pool` each.
+    The first fill is the bandit's first look at a sketch, and a random fill's latency has a
+    long tail (one CPU softmax sketch's fills ran 0.5 ms to 3 s), so a deeper screen by a trained
+    model (a prior) can make that look more like the sketch's best, while the broad fills beside
+    it hedge against a model that ranks the task's schedules wrongly. 0: no deep screen."""
     sketch_renormalise: bool = True
     """Rescale a task's sketch rewards whenever its best improves (False: rewards stay as earned)."""
     sketch_search_rounds: int = 0
