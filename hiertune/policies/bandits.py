@@ -65,10 +65,10 @@ class BanditConfig:
     warmup_pool: int = 0
     """Random fills the cost model scores for each sketch's first warm-up fill, the best-predicted
     measured; its other warm-up fills stay the best-predicted of `EpisodeConfig.start_pool` each.
-    The first fill is the bandit's first look at a sketch, and a random fill's latency has a
-    long tail (one CPU softmax sketch's fills ran 0.5 ms to 3 s), so a deeper screen by a trained
-    model (a prior) can make that look more like the sketch's best, while the broad fills beside
-    it hedge against a model that ranks the task's schedules wrongly. 0: no deep screen."""
+    The first fill is the bandit's first look at a sketch, and random fills of one sketch differ
+    by orders of magnitude, so a deeper screen by a trained model (a prior) can make that look
+    more like the sketch's best, while the broad fills beside it hedge against a model that ranks
+    the task's schedules wrongly. 0: no deep screen (docs/harl.md has its A/Bs)."""
     sketch_renormalise: bool = True
     """Rescale a task's sketch rewards whenever its best improves (False: rewards stay as earned)."""
     sketch_search_rounds: int = 0
