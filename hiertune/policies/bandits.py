@@ -63,8 +63,9 @@ class BanditConfig:
     that gap; 2 gives every sketch the 2-3 fills a 3-sketch task's first batch already gives
     each. 0: the first batch alone (tasks with up to topk / N sketches are the same either way)."""
     warmup_pool: int = 0
-    """Random fills the cost model scores for each sketch's first warm-up fill, the best-predicted
-    measured; its other warm-up fills stay the best-predicted of `EpisodeConfig.start_pool` each.
+    """Random fills the cost model scores for the first fill a warm-up batch takes of each sketch,
+    the best-predicted measured; its other fills stay the best-predicted of
+    `EpisodeConfig.start_pool` each.
     The first fill is the bandit's first look at a sketch, and random fills of one sketch differ
     by orders of magnitude, so a deeper screen by a trained model (a prior) can make that look
     more like the sketch's best, while the broad fills beside it hedge against a model that ranks
