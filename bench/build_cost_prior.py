@@ -41,7 +41,6 @@ def main() -> None:
         if not args.leave_one_out:
             raise SystemExit("--from-prior: pass --leave-one-out DIR (the prior itself needs no rebuilding)")
         tasks, kind = load_prior(args.from_prior)
-        tasks = {n: (feats, list(costs)) for n, (feats, costs) in tasks.items()}
     else:
         if args.out is None:
             raise SystemExit("--records: pass --out, the prior file to write")
