@@ -184,6 +184,15 @@ def test_bad_inputs_give_one_clear_error():
         make_target("nosuchkind")
 
 
+def test_an_operator_name_in_any_form_names_its_family():
+    """A prior's leave-one-family-out split reads families from task names, GEMM aliases included."""
+    from hiertune.workloads.operators import operator_family
+
+    assert operator_family("GMM-S") == operator_family("gmm:1") == operator_family("GEMM-L") == "GMM"
+    assert operator_family("C2D:2:b16") == "C2D"
+    assert operator_family("resnet50/fused_conv2d_add") is None
+
+
 def test_cli_reports_errors_in_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "hiertune.cli", "baseline", "--workload", "C9D",
                           "--records", str(tmp_path / "x.jsonl"), "--no-ray"], capture_output=True, text=True)

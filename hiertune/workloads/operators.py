@@ -53,6 +53,15 @@ def canonical_operator(name: str) -> tuple[str, int, int]:
     return family, int(match.group("index") or 0), batch
 
 
+def operator_family(name: str) -> str | None:
+    """The te_workload family of an operator name (`GMM-S` and `GMM:0` are GMM); None for any
+    other task name (a network's)."""
+    try:
+        return canonical_operator(name)[0]
+    except HiertuneError:
+        return None
+
+
 def operator_task(name: str) -> Task:
     """The operator as a one-function IRModule, named canonically (`GMM-L`, `C2D:1:b16`)."""
     import tvm
