@@ -116,16 +116,19 @@ def plot(families: dict, path: Path) -> None:
     plt = pyplot()
     names = list(families)
     x = np.arange(len(names))
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = plt.subplots(figsize=(9, 3.5))
     bars = {"spearman_held_out": "trained on the other families", "spearman_own_half": "on half its own",
             "spearman_own_half_with_others": "on half its own and the others"}
+    if "spearman_held_out_extra" in families[names[0]]:
+        bars["spearman_held_out_extra"] = "on the other families and --extra"
+    width = 0.8 / len(bars)
     for i, (key, label) in enumerate(bars.items()):
-        ax.bar(x + (i - 1) * 0.27, [families[n][key] for n in names], 0.27, label=label)
+        ax.bar(x + (i - (len(bars) - 1) / 2) * width, [families[n][key] for n in names], width, label=label)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(x, names, rotation=45)
     ax.set_ylabel("Spearman vs measured throughput")
     ax.set_title("cost-model prior: ranking a family it has never seen")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncol=len(bars), loc="upper center", bbox_to_anchor=(0.5, -0.22))
     save_figure(fig, path)
 
 
