@@ -60,21 +60,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, (features, costs) in tasks.items():
             throughput = 1.0 / np.asarray(costs, dtype=np.float64)
-            pred = scores_from({n: t for n, t in tasks.items() if n != name}, kind, features, Path(tmp))
+            others = {n: t for n, t in tasks.items() if n != name}
+            pred = scores_from(others, kind, features, Path(tmp))
             draws = [rng.choice(len(costs), 16, replace=False) for _ in range(args.draws)]
             batch = np.array([spearman(pred[d], throughput[d]) for d in draws])
             half = rng.permutation(len(costs))
             train, test = half[: len(half) // 2], half[len(half) // 2:]
             own = scores_from({name: ([features[i] for i in train], costs[train])}, kind,
                               [features[i] for i in test], Path(tmp))
-            both = scores_from({**{n: t for n, t in tasks.items() if n != name},
-                                name: ([features[i] for i in train], costs[train])}, kind,
+            both = scores_from({**others, name: ([features[i] for i in train], costs[train])}, kind,
                                [features[i] for i in test], Path(tmp))
             top8 = np.argsort(-pred)[:8]
             if extra:
                 more = {f"extra:{n}": t for n, t in extra.items()
                         if args.extra_keeps_family or operator_family(n) != operator_family(name)}
-                pred_extra = scores_from({**{n: t for n, t in tasks.items() if n != name}, **more}, kind, features, Path(tmp))
+                pred_extra = scores_from({**others, **more}, kind, features, Path(tmp))
                 batch_extra = np.array([spearman(pred_extra[d], throughput[d]) for d in draws])
                 top8_extra = np.argsort(-pred_extra)[:8]
             families[name] = {

@@ -556,7 +556,7 @@ def broad_plan(half: str) -> list[dict[str, Any]]:
     they need task extraction). Selection: shape 1 of every te_workload family, 64 trials, seeds
     0 and 1. Report: shape 2 of every family, five families at batch 16, 64 trials, seed 0; four
     shapes at 256 trials."""
-    from hiertune.workloads.operators import OPERATOR_FAMILIES, UNBATCHED_FAMILIES
+    from hiertune.workloads.operators import OPERATOR_FAMILIES, UNBATCHED_FAMILIES, operator_family
 
     if half == BROAD_SELECT:
         return [{"key": f"{f}:1", "workload": f"{f}:1", "family": f, "kind": "operator", "trials": 64, "seeds": [0, 1]}
@@ -565,7 +565,7 @@ def broad_plan(half: str) -> list[dict[str, Any]]:
              for f in OPERATOR_FAMILIES]
     cases += [{"key": f"{f}:2:b16", "workload": f"{f}:2:b16", "family": f, "kind": "operator", "trials": 64, "seeds": [0]}
               for f in BATCH16_FAMILIES if f not in UNBATCHED_FAMILIES]
-    cases += [{"key": f"{w}@{LONG_TRIALS}", "workload": w, "family": w.split(":")[0].split("-")[0], "kind": "long",
+    cases += [{"key": f"{w}@{LONG_TRIALS}", "workload": w, "family": operator_family(w), "kind": "long",
                "trials": LONG_TRIALS, "seeds": [0]} for w in LONG_CASES]
     return cases
 
