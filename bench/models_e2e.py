@@ -12,6 +12,8 @@ trials per task, benchmarked against ONNX Runtime.
     python bench/models_e2e.py --models bert-2l --tuners harl harl-no-prior metaschedule \
         --out bench/results/models_e2e_prior.json --work runs/models_e2e_prior     # the prior's A/B
     python bench/models_e2e.py --target cuda --models resnet-18 --per-task 8 --out bench/results/models_e2e_cuda.json
+    python bench/models_e2e.py --models bert-2l --tuners harl harl-config --harl-config my.toml \
+        --out runs/ab.json --work runs/ab     # HARL as shipped against HARL with a --config file
 
 `--target cuda` runs the same steps on GPU 0 (runners hold a GPU, PyTorch and ONNX Runtime run there).
 
@@ -47,10 +49,12 @@ MODELS = {
 EXTRA_MODELS = {"tiny-convnet": ["--model", "tiny-convnet"], "resnet-18": ["--model", "resnet18"]}
 MS_ROUND = 64  # tune_relax's num_trials_per_iter
 # What each tuner name runs: `hiertune tune` (HARL as a user gets it), HARL without its shipped
-# cost-model prior (the prior's A/B on whole models), MetaSchedule at tune_relax's defaults.
+# cost-model prior (the prior's A/B on whole models), HARL with `--harl-config`'s settings (any
+# option's A/B), MetaSchedule at tune_relax's defaults.
 TUNERS = {
     "harl": ["tune"],
     "harl-no-prior": ["tune", "--ablation", "no-prior"],
+    "harl-config": ["tune", "--config"],  # + the --harl-config file
     "metaschedule": ["baseline", "--batch", str(MS_ROUND)],
 }
 
@@ -130,7 +134,7 @@ def runner_cores(target: str) -> str:
 
 
 def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: bool = True,
-              target: str = TARGET) -> dict[str, Any]:
+              target: str = TARGET, harl_config: Path | None = None, seed: int | None = None) -> dict[str, Any]:
     """Tune (resumed), compile --check and benchmark one model; returns its JSON entry.
 
     Every tuner's records are cut to the trials the shortest has (at most the budget), so the
@@ -149,6 +153,10 @@ def run_model(name: str, per_task: int, tuners: list[str], work: Path, tune: boo
         path = work / f"{name}_{tuner}.jsonl"
         records[tuner] = path
         command, *options = TUNERS[tuner]
+        if tuner == "harl-config":
+            options.append(str(harl_config))
+        if seed is not None:
+            options += ["--seed", str(seed)]
         cmd = hiertune(command, *model_args, "--trials", str(trials), "--records", str(path), "--target", target,
                        "--runner-cores", runner_cores(target), *options)
         commands.append(cmd)
@@ -204,12 +212,13 @@ def summarise(result: dict[str, Any]) -> None:
             "harl_over_torch_compile": ratio(bench, "TVM + harl", "torch.compile"),
             "harl_over_untuned": ratio(bench, "TVM + harl", "TVM untuned"),
             "harl_over_harl_no_prior": ratio(bench, "TVM + harl", "TVM + harl-no-prior"),
+            "harl_over_harl_config": ratio(bench, "TVM + harl", "TVM + harl-config"),
             "harl_tuned_tasks": bench["contenders"]["TVM + harl"].get("tuned_tasks"),
             "metaschedule_tuned_tasks": bench["contenders"].get("TVM + metaschedule", {}).get("tuned_tasks"),
             "tasks": entry["tasks"],
         }
     result["ratios_per_model"] = per_model
-    for key in ("metaschedule", "onnxruntime", "torch_eager", "untuned", "harl_no_prior"):
+    for key in ("metaschedule", "onnxruntime", "torch_eager", "untuned", "harl_no_prior", "harl_config"):
         result[f"e2e_harl_over_{key}"] = geomean([m[f"harl_over_{key}"] for m in per_model.values()])
     tuned = sum(m["harl_tuned_tasks"] or 0 for m in per_model.values())
     total = sum(m["tasks"] for m in per_model.values())
@@ -228,8 +237,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     quick = result.get("quick", {})
     if not quick:
         return
-    contenders = ["TVM + harl", "TVM + harl-no-prior", "TVM + metaschedule", "TVM untuned", "PyTorch eager",
-                  "torch.compile", "ONNX Runtime"]
+    contenders = ["TVM + harl", "TVM + harl-no-prior", "TVM + harl-config", "TVM + metaschedule", "TVM untuned",
+                  "PyTorch eager", "torch.compile", "ONNX Runtime"]
     contenders = [c for c in contenders if any(ratio(e["benchmark"], c, "TVM + harl") for e in quick.values())]
     fig, ax = plt.subplots(figsize=(4 + 2.2 * len(quick), 4))
     width = 0.8 / len(contenders)
@@ -254,7 +263,10 @@ def main() -> None:
     parser.add_argument("--target", default=TARGET, help="'cuda' for GPU 0; default: llvm at one thread")
     parser.add_argument("--per-task", type=int, help="trials per task (default: 16 quick, 128 deep)")
     parser.add_argument("--tuners", nargs="+", choices=list(TUNERS), default=None,
-                        help="default: harl and metaschedule (quick), harl (deep); harl-no-prior: the prior's A/B")
+                        help="default: harl and metaschedule (quick), harl (deep); harl-no-prior: the prior's A/B; "
+                             "harl-config: HARL with --harl-config's settings")
+    parser.add_argument("--harl-config", type=Path, help="a `hiertune tune --config` file, for the harl-config tuner")
+    parser.add_argument("--seed", type=int, help="every tuner's seed (default: each command's own, 0)")
     parser.add_argument("--no-tune", action="store_true",
                         help="out of time: compile and benchmark the records as they are, at an equal budget")
     parser.add_argument("--note", help="a sentence on how this run departed from the plan, kept in the JSON")
@@ -269,10 +281,12 @@ def main() -> None:
     names = ["bert-2l"] if args.mode == "deep" else (args.models or list(MODELS))
     per_task = args.per_task or (128 if args.mode == "deep" else 16)
     tuners = args.tuners or (["harl"] if args.mode == "deep" else ["harl", "metaschedule"])
+    if ("harl-config" in tuners) != (args.harl_config is not None):
+        parser.error("the harl-config tuner and --harl-config FILE come together")
     for name in names:
         print(f"[{args.mode}] {name}: {per_task} trials per task, tuners {tuners}", flush=True)
         section[name] = run_model(name, per_task, tuners, args.work / args.mode, tune=not args.no_tune,
-                                  target=args.target)
+                                  target=args.target, harl_config=args.harl_config, seed=args.seed)
         summarise(result)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
