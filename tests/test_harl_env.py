@@ -125,13 +125,11 @@ def test_uniform_edits_ignore_the_actor_and_keep_the_mask(tmp_path) -> None:
     assert results[PPO_MODULE]["num_module_steps_trained"].peek() > 0
 
 
-def test_an_unknown_track_policy_or_tile_view_is_named(tmp_path) -> None:
+def test_an_unknown_track_policy_is_named(tmp_path) -> None:
     from hiertune.errors import HiertuneError
 
     with pytest.raises(HiertuneError, match="ppo.track_policy"):
         harl_config(track_policy="greedy").validate()
-    with pytest.raises(HiertuneError, match="space.tile_view .* one of trace, role"):
-        harl_config(tile_view="sorted").validate()
 
 
 def test_similar_tasks_share_a_group() -> None:

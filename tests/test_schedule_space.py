@@ -436,34 +436,3 @@ def test_a_sketch_out_of_fresh_fills_repeats_an_earlier_one(gmm):
             fresh.random_state(0, np.random.default_rng(0))
     finally:
         gmm.config = replace(gmm.config, random_fill_tries=tries)
-
-
-def test_the_role_view_shows_the_longest_spatial_loop_first_and_edits_what_it_shows(c1d, target):
-    """`tile_view="role"` permutes the policy's tile positions (and flags each spatial or
-    reduction): the same decisions give the trace view's observation reordered, and an edit at a
-    role position is the trace view's edit at the position it shows."""
-    from hiertune.envs.schedule_space import OBS_DIM, OBS_TILE, ScheduleSpace, SpaceConfig
-
-    role = ScheduleSpace(c1d.mod, target, seed=0, config=SpaceConfig(tile_view="role"))
-    assert role.obs_dim > c1d.obs_dim == OBS_DIM
-    state = c1d.random_state(0, np.random.default_rng(3))
-    same = role.replay(state.sketch, list(state.decisions), state.parallel_extent)
-    sk = role.sketches[state.sketch]
-    order, extents = sk.tile_order, sk.tile_extents
-    # conv1d's loops n, l, co (spatial) and its kernel and input channels (reduction): the unit batch
-    # loop, first in trace order, goes after the spatial loops that can be split
-    assert sorted(order) == list(range(len(sk.tile_slots))) and order != tuple(range(len(order)))
-    spatial = [t for t in order if not sk.tile_reduction[t]]
-    assert order[: len(spatial)] == tuple(spatial) and extents[spatial[0]] == max(extents[t] for t in spatial)
-    assert extents[spatial[-1]] == 1 and sum(sk.tile_reduction) == 2
-    obs_trace, obs_role = c1d.observation(state), role.observation(same)
-    for i, t in enumerate(order):
-        assert obs_role[OBS_TILE + i] == obs_trace[OBS_TILE + t]
-        assert obs_role[OBS_DIM + 2 * i + sk.tile_reduction[t]] == 1.0
-    np.testing.assert_array_equal(obs_role[OBS_TILE + len(order): OBS_DIM], obs_trace[OBS_TILE + len(order): OBS_DIM])
-    moves = [a for a in np.flatnonzero(role.action_mask(same)) if ea.decode(a).kind == "tile"]
-    for a in moves[:: max(len(moves) // 6, 1)]:
-        edit = ea.decode(a)
-        twin = ea.encode(ea.Edit("tile", inst=order[edit.inst], src=edit.src, dst=edit.dst, whole=edit.whole))
-        assert role.apply(same, a).decisions == c1d.apply(state, twin).decisions
-    check_c1d(role.apply(same, moves[0]), target)

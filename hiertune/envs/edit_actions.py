@@ -28,7 +28,6 @@ Nothing here imports TVM: the edits work on plain decision tuples so they are ch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_TILE_INSTS = 10  # SamplePerfectTile instructions per sketch (C3D has 9); more are left unedited
@@ -53,30 +52,6 @@ TILE_LARGEST_OFFSET = BASE_ACTION_DIM
 ACTION_DIM = TILE_LARGEST_OFFSET + TILE_ACTIONS
 
 EDIT_KINDS = ("noop", "tile", "compute_at", "parallel", "unroll")
-TILE_VIEWS = ("trace", "role")  # the order in which the policy sees a sketch's tile instructions
-
-
-def tile_view(view: str, blocks: Sequence[str], levels: Sequence[int], extents: Sequence[int],
-              anchor: str | None) -> tuple[tuple[int, ...], tuple[bool, ...]]:
-    """The tile instructions (indices in trace order) at the policy's tile positions, and whether
-    each instruction splits a reduction loop (fewer tile levels than the most its block has: the
-    multi-level tiling rule gives spatial loops SSRSRS's four on CPU, reduction loops two).
-
-    "trace": trace order, so position i is whatever loop the sketch tiles i-th: a conv's unit batch
-    loop, a GEMM's rows. "role": the anchor block's spatial loops longest first, then its
-    reduction loops longest first, then other blocks' in trace order, so one PPO policy serving the
-    tasks of a network reads position 0 as "the longest spatial loop" on every one of them.
-    """
-    if view not in TILE_VIEWS:
-        raise ValueError(f"tile view {view!r}: one of {', '.join(TILE_VIEWS)}")
-    most: dict[str, int] = {}
-    for block, n in zip(blocks, levels):
-        most[block] = max(most.get(block, 0), n)
-    reduction = tuple(n < most[block] for block, n in zip(blocks, levels))
-    order = range(len(levels))
-    if view == "role":
-        order = sorted(order, key=lambda t: (0, reduction[t], -extents[t], t) if blocks[t] == anchor else (1, t))
-    return tuple(order), reduction
 
 
 @dataclass(frozen=True)

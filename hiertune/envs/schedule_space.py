@@ -71,12 +71,8 @@ PARALLEL_ANN = "meta_schedule.parallel"
 #   sketch        2                                 index / (sketches - 1), sketches / 16
 #   task          2                                 log2(FLOPs) / 40, anchor loops / 32
 #   score         1                                 the cost model's score (passed in)
-# and with SpaceConfig.tile_view "role" (after the score, so the default layout is unchanged):
-#   tile roles    MAX_TILE_INSTS x 2                the position's loop is spatial, is reduction
-# Tile positions follow the sketch's `tile_order`.
 OBS_TILE = ea.MAX_TILE_INSTS * ea.MAX_TILE_LEVELS
 OBS_DIM = OBS_TILE + ea.MAX_TILE_INSTS + ea.MAX_COMPUTE_AT + 2 + ea.MAX_CATEGORICAL + 2 + 2 + 1
-OBS_ROLES = 2 * ea.MAX_TILE_INSTS
 
 
 FILLS_KEPT = 8  # random fills remembered per sketch, to repeat when no new one can be found
@@ -95,10 +91,6 @@ class SpaceConfig:
     #   prime at a time, the paper's edit; the whole-move actions are then masked)
     largest_prime_moves: bool = False  # tile edits may also move a level's largest prime factor
     #   (a 7 out of 56 in one edit; False: the smallest prime only, the paper's edit)
-    tile_view: str = "trace"  # the order of the tile instructions at the policy's positions
-    #   (`edit_actions.tile_view`): "trace" (the paper's; a position means a different loop on
-    #   each operator) or "role" (longest spatial loop first, reduction loops after; the
-    #   observation then also flags each position spatial or reduction)
 
 
 def _py(value: Any) -> Any:
@@ -199,9 +191,6 @@ class Sketch:
     decision_kinds: tuple[tuple[Any, ...], ...] = ()  # per sampling instruction: its kind and fixed
     #   attributes (tile levels and innermost cap, categorical size, placed block), in trace order
     tile_extents: tuple[int, ...] = ()  # the loop extent each SamplePerfectTile splits
-    tile_order: tuple[int, ...] = ()  # the tile instructions (indices into tile_slots) at the
-    #   policy's tile positions, in SpaceConfig.tile_view's order; the first MAX_TILE_INSTS are editable
-    tile_reduction: tuple[bool, ...] = ()  # per tile instruction (trace order): splits a reduction loop
     thread_ranges: tuple[gpu_threads.ThreadRange, ...] = ()  # GPU sketches: threads per block allowed
 
 
@@ -244,6 +233,8 @@ class ScheduleState:
 class ScheduleSpace:
     """Sketches of one task and the HARL edits between schedule states."""
 
+    obs_dim = OBS_DIM
+
     def __init__(self, mod: Any, target: Any, *, seed: int = 0, config: SpaceConfig | None = None) -> None:
         from hiertune.workloads.tvm_support import is_gpu_target, prepare_tvm
 
@@ -255,7 +246,6 @@ class ScheduleSpace:
         # the opt-in largest-prime block is the layout's last: without it the action space (and
         # so the policy network) is exactly what it was before the block existed
         self.action_dim = ea.ACTION_DIM if self.config.largest_prime_moves else ea.BASE_ACTION_DIM
-        self.obs_dim = OBS_DIM + OBS_ROLES * (self.config.tile_view == "role")
         if isinstance(mod, tvm.tirx.PrimFunc):
             mod = tvm.IRModule({"main": mod})
         if not isinstance(mod, tvm.IRModule) or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
@@ -295,7 +285,6 @@ class ScheduleSpace:
         insts = list(trace.insts)
         tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots = [], [], [], [], []
         tile_extents: list[int] = []
-        tile_blocks: list[str] = []
         slot = -1  # position of the sampling instruction in the decision tuple
         loc_blocks: list[str] = []
         kinds: list[tuple[Any, ...]] = []
@@ -320,9 +309,8 @@ class ScheduleSpace:
                 tile_inner.append(int(_py(inst.attrs[1])))
                 tile_extents.append(math.prod(int(f) for f in _py(trace.get_decision(inst))))
                 kinds.append((kind, int(_py(inst.attrs[0])), tile_inner[-1]))
-                tile_blocks.append(loop_block.get(hash(inst.inputs[0]), ""))
                 if anchor is None:
-                    anchor = tile_blocks[-1] or None
+                    anchor = loop_block.get(hash(inst.inputs[0])) or None
             elif kind == SAMPLE_CATEGORICAL:
                 cat_slots.append(slot)
                 cat_sizes.append(len(inst.attrs[0]))
@@ -338,8 +326,6 @@ class ScheduleSpace:
             names = [n for n in tir_loops.root_child_block_names(func)]
             depth = {n: len(tir_loops.loops_above(func, n) or []) for n in names}
             anchor = max(names, key=lambda n: depth[n]) if names else None
-        tile_order, tile_reduction = ea.tile_view(self.config.tile_view, tile_blocks, [k[1] for k in kinds
-                                                  if k[0] == SAMPLE_TILE], tile_extents, anchor)
         return Sketch(
             index=index, insts=insts, tile_slots=tile_slots,
             tile_max_innermost=tile_inner, cat_slots=cat_slots, cat_sizes=cat_sizes, loc_slots=loc_slots,
@@ -348,7 +334,6 @@ class ScheduleSpace:
             shape=_instruction_shape(trace.as_json()[0]),
             decision_kinds=tuple(kinds),
             tile_extents=tuple(tile_extents),
-            tile_order=tile_order[: ea.MAX_TILE_INSTS], tile_reduction=tile_reduction,
             thread_ranges=gpu_threads.read_thread_ranges(insts),
         )
 
@@ -491,8 +476,7 @@ class ScheduleSpace:
         d = state.decisions
         moves = [(False, False)] + [(True, False)] * self.config.whole_tile_moves \
             + [(False, True)] * self.config.largest_prime_moves  # (whole, largest)
-        for i, t in enumerate(sk.tile_order):
-            slot = sk.tile_slots[t]
+        for i, slot in enumerate(sk.tile_slots[: ea.MAX_TILE_INSTS]):
             factors = d[slot]
             if len(factors) > ea.MAX_TILE_LEVELS:
                 continue
@@ -501,7 +485,7 @@ class ScheduleSpace:
                     continue
                 for dst in range(len(factors)):
                     for whole, largest in moves:
-                        moved = ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[t], whole, largest) \
+                        moved = ea.move_tile_factor(factors, src, dst, sk.tile_max_innermost[i], whole, largest) \
                             if dst != src else None
                         if moved and (not sk.thread_ranges or self._threads_hold(sk, d, slot, moved)):
                             mask[ea.encode(ea.Edit("tile", inst=i, src=src, dst=dst, whole=whole, largest=largest))] = True
@@ -551,9 +535,8 @@ class ScheduleSpace:
         d = list(state.decisions)
         par = state.parallel_extent
         if edit.kind == "tile":
-            t = sk.tile_order[edit.inst]
-            slot = sk.tile_slots[t]
-            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[t], edit.whole,
+            slot = sk.tile_slots[edit.inst]
+            moved = ea.move_tile_factor(d[slot], edit.src, edit.dst, sk.tile_max_innermost[edit.inst], edit.whole,
                                         edit.largest)
             if moved is None:
                 return None
@@ -599,13 +582,12 @@ class ScheduleSpace:
 
     # ------------------------------------------------------------------ observation
     def observation(self, state: ScheduleState, score: float = 0.0) -> np.ndarray:
-        """The fixed-size `obs_dim` vector of a state (layout in the module constants)."""
+        """The fixed-size OBS_DIM vector of a state (layout in the module constants)."""
         sk = self.sketches[state.sketch]
-        obs = np.zeros(self.obs_dim, dtype=np.float32)
+        obs = np.zeros(OBS_DIM, dtype=np.float32)
         d = state.decisions
         off = 0
-        for i, t in enumerate(sk.tile_order):
-            slot = sk.tile_slots[t]
+        for i, slot in enumerate(sk.tile_slots[: ea.MAX_TILE_INSTS]):
             factors = d[slot][: ea.MAX_TILE_LEVELS]
             extent = math.prod(d[slot])
             if extent > 1:
@@ -629,9 +611,6 @@ class ScheduleSpace:
         obs[off + 2] = math.log2(max(self.flops, 1.0)) / 40.0
         obs[off + 3] = n_anchor / 32.0
         obs[off + 4] = float(score)
-        if self.obs_dim > OBS_DIM:
-            for i, t in enumerate(sk.tile_order):
-                obs[OBS_DIM + 2 * i + sk.tile_reduction[t]] = 1.0
         return obs
 
     # ------------------------------------------------------------------ records

@@ -32,7 +32,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, STALL_STARTS, SUBGRAPH_AGENT, HarlEnv, HarlEnvConfig
-from hiertune.envs.edit_actions import TILE_VIEWS
 from hiertune.envs.schedule_space import SpaceConfig
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json
@@ -104,8 +103,6 @@ class HarlConfig:
             ("bandit.warmup_fills", b.warmup_fills, b.warmup_fills >= 0, ">= 0"),
             ("bandit.warmup_pool", b.warmup_pool, b.warmup_pool >= 0, ">= 0"),
             ("candidates.epsilon", c.epsilon, 0 <= c.epsilon <= 1, "in [0, 1]"),
-            ("space.tile_view", self.space.tile_view, self.space.tile_view in TILE_VIEWS,
-             f"one of {', '.join(TILE_VIEWS)}"),
             ("ppo.track_policy", self.ppo.track_policy, self.ppo.track_policy in TRACK_POLICIES,
              f"one of {', '.join(TRACK_POLICIES)}"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
