@@ -127,7 +127,7 @@ def remeasure_network(name: str, paths: dict[str, str], threads: int, rounds: in
 
     target = make_target("llvm", num_cores=threads)
     dev = tvm.cpu()
-    mod = relax_module(name)
+    mod = relax_module(name, target)
     shapes = [[int(x) for x in p.ty.shape] for p in mod["main"].params]  # relax Var: its TensorType
     rng = np.random.default_rng(0)
     inputs = [tvm.runtime.tensor(rng.standard_normal(shape).astype("float32"), dev) for shape in shapes]

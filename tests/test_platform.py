@@ -175,6 +175,19 @@ def test_corrupt_lines_are_skipped_with_a_warning(tmp_path):
     assert [m.key for m in again.trials()] == ["k1"]
 
 
+def test_a_records_file_with_another_program_under_a_task_name_is_refused(tmp_path):
+    """Resuming into a file whose task of the same name is another program (an earlier import's
+    layout, another shape) would spend the budget on trials that never apply: refused, by name."""
+    path = tmp_path / "r.jsonl"
+    small, large = get_workload("GMM:0").tasks[0].mod, get_workload("GMM:1").tasks[0].mod
+    RecordStore(path).add_workload("gemm", small)
+    store = RecordStore(path)
+    store.add_workload("gemm", small)  # the same program: reused
+    with pytest.raises(HiertuneError, match="holds task 'gemm' as another program.*new --records file"):
+        store.add_workload("gemm", large)
+    assert path.read_text().count('"kind":"workload"') == 1
+
+
 def test_bad_inputs_give_one_clear_error():
     with pytest.raises(HiertuneError, match="unknown workload 'NOPE'"):
         get_workload("NOPE")

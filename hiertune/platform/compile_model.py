@@ -105,7 +105,7 @@ def build_tuned(model: Model, database: Any, target: Any) -> Any:
     from hiertune.workloads.networks import fuse_for_tasks
 
     with target, database, tvm.transform.PassContext(opt_level=3):
-        scheduled = relax.transform.MetaScheduleApplyDatabase()(fuse_for_tasks(model.relax_mod))
+        scheduled = relax.transform.MetaScheduleApplyDatabase()(fuse_for_tasks(model.relax_mod, target))
         if is_gpu_target(target):  # GPU kernels must be scheduled to run at all: DLight's defaults
             from tvm.s_tir import dlight as dl
 

@@ -225,12 +225,20 @@ class RecordStore:
             os.fsync(f.fileno())
 
     def add_workload(self, task: str, mod: Any, weight: int = 1) -> None:
-        """Store a task's workload once; later runs on the same file reuse it."""
-        if task in self.workloads:
-            return
+        """Store a task's workload once; later runs on the same file reuse it. A file whose task of
+        that name is another program (its structural hash differs) is refused: its trials would
+        count toward this task's budget and resume its search, yet never apply to it."""
         from tvm.s_tir import meta_schedule as ms
 
-        data = {"kind": "workload", "task": task, "weight": weight, "workload": ms.database.Workload(mod).as_json()}
+        workload = ms.database.Workload(mod).as_json()
+        if task in self.workloads:
+            if str(self.workloads[task]["workload"][0]) != str(workload[0]):
+                raise HiertuneError(
+                    f"--records {self.path} holds task {task!r} as another program (another shape, or an "
+                    "earlier hiertune's import, e.g. convolutions in NCHW where CPU models now tune NHWC); "
+                    "give a new --records file")
+            return
+        data = {"kind": "workload", "task": task, "weight": weight, "workload": workload}
         self._write(data)
         self.workloads[task] = data
 

@@ -122,7 +122,8 @@ def model_workload(model: Model, target: Any) -> Workload:
     """The model's tuning tasks: fused TIR subgraphs, weighted by how often each appears."""
     from hiertune.workloads.networks import extract_tasks, fuse_for_tasks
 
-    return Workload(name=model.name, tasks=extract_tasks(fuse_for_tasks(model.relax_mod), target, model.name))
+    fused = fuse_for_tasks(model.relax_mod, target)
+    return Workload(name=model.name, tasks=extract_tasks(fused, target, model.name))
 
 
 # ---------------------------------------------------------------------------------------- ONNX

@@ -142,13 +142,32 @@ def fast_math(mod: Any) -> Any:
     return mutator.builder_.get()
 
 
-def fuse_for_tasks(mod: Any) -> Any:
+def conv2d_layout(target: Any) -> tuple[str, str] | None:
+    """The (data, kernel) layout a model's 2-D convolutions are tuned and compiled in for `target`.
+
+    CPU: NHWC / HWIO. MetaSchedule's CPU rules vectorise a tiled block's innermost spatial loop; in
+    NHWC that is the output channels, contiguous in the output and (HWIO) in the weights, where the
+    imported NCHW puts the image width there (7 wide on a ResNet's last stage) and reads the
+    weights strided. ONNX Runtime's CPU kernels block their channels the same way (NCHWc), and the
+    cost prior's convolutions (te_workload's C2D family) are NHWC. GPU: None (as imported).
+    """
+    from hiertune.workloads.tvm_support import is_gpu_target
+
+    return None if is_gpu_target(target) else ("NHWC", "HWIO")
+
+
+def fuse_for_tasks(mod: Any, target: Any = None) -> Any:
     """Relax legalised and fused into TIR subgraphs: the form MetaSchedule extracts tasks from and
     that `compile_relax` looks its database up in, so records found here apply at compile time.
-    Transcendentals go to their fast forms first (`fast_math`), so both tuners tune those."""
+    Transcendentals go to their fast forms first (`fast_math`), so both tuners tune those; with a
+    `target`, convolutions go to its `conv2d_layout` first (layout transforms of the activations at
+    the model's edges become tasks of their own, the weights' fold into constants)."""
     import tvm
     from tvm import relax
 
+    layout = conv2d_layout(target) if target is not None else None
+    if layout:
+        mod = relax.transform.ConvertLayout({"relax.nn.conv2d": list(layout)})(mod)
     seq = tvm.transform.Sequential(
         [
             relax.transform.DecomposeOpsForInference(),
@@ -162,10 +181,11 @@ def fuse_for_tasks(mod: Any) -> Any:
     return seq(fast_math(mod))
 
 
-def relax_module(name: str) -> Any:
-    """The built-in network as a fused Relax IRModule with parameters bound, ready for extraction."""
+def relax_module(name: str, target: Any = None) -> Any:
+    """The built-in network as a fused Relax IRModule with parameters bound, ready for extraction
+    (for `target`: see `fuse_for_tasks`)."""
     model, example = builtin_model(name)
-    return fuse_for_tasks(torch_to_relax(model, (example,)))
+    return fuse_for_tasks(torch_to_relax(model, (example,)), target)
 
 
 def extract_tasks(fused: Any, target: Any, label: str) -> list[Task]:
@@ -187,4 +207,4 @@ def extract_tasks(fused: Any, target: Any, label: str) -> list[Task]:
 
 def network_tasks(name: str, target: Any) -> list[Task]:
     """The tuning tasks of a built-in network."""
-    return extract_tasks(relax_module(name), target, name)
+    return extract_tasks(relax_module(name, target), target, name)
