@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +107,6 @@ def test_torch_file_model_imports_and_matches_pytorch(torch_file, target) -> Non
 def test_transcendentals_are_tuned_in_their_fast_form_and_still_match_pytorch(torch_file, target) -> None:
     """GELU, softmax and tanh reach the tuners as TVM's vectorisable approximations (libm calls per
     element otherwise), and the model compiled from those tasks still matches PyTorch."""
-    import tvm
     from tvm.s_tir import meta_schedule as ms
 
     from hiertune.platform.compile_model import build_tuned

@@ -232,7 +232,8 @@ class RecordStore:
 
         workload = ms.database.Workload(mod).as_json()
         if task in self.workloads:
-            if str(self.workloads[task]["workload"][0]) != str(workload[0]):
+            stored = self.workloads[task].get("workload") or [str(workload[0])]  # a file without one: no check
+            if str(stored[0]) != str(workload[0]):
                 raise HiertuneError(
                     f"--records {self.path} holds task {task!r} as another program (another shape, or an "
                     "earlier hiertune's import, e.g. convolutions in NCHW where CPU models now tune NHWC); "
