@@ -583,11 +583,11 @@ def narrow_plan(plan: list[dict[str, Any]], only: list[str] | None = None, trial
     return plan
 
 
-def task_kind(task: Any) -> str | None:
+def task_kind(task: Any, kernel_layout: str = "OIHW") -> str | None:
     """conv / dense / depthwise / softmax / layer_norm for a network task (None: other ops).
 
-    Depthwise is told from conv by the weight: one input channel per group (NCHW weight
-    [C, 1, kh, kw])."""
+    Depthwise is told from conv by the weight: one input channel per group (its I dimension is 1:
+    [C, 1, kh, kw] in OIHW, [kh, kw, 1, C] in HWIO, CPU models' layout since `conv2d_layout`)."""
     name = task.name.lower()
     if "softmax" in name:
         return "softmax"
@@ -602,15 +602,15 @@ def task_kind(task: Any) -> str | None:
             else [p for p in func.params if hasattr(p, "shape")]
         shapes = [[int(d) for d in b.shape] for b in buffers]
         weights = [sh for sh in shapes[1:] if len(sh) == 4]
-        return "depthwise" if weights and weights[0][1] == 1 else "conv"
+        return "depthwise" if weights and weights[0][kernel_layout.index("I")] == 1 else "conv"
     return None
 
 
-def heaviest_tasks(network: str, tasks: list[Any], limit: int) -> list[dict[str, Any]]:
+def heaviest_tasks(network: str, tasks: list[Any], limit: int, kernel_layout: str = "OIHW") -> list[dict[str, Any]]:
     """The heaviest task (FLOPs x weight) of each kind in one network, as broad-suite cases."""
     best: dict[str, Any] = {}
     for task in tasks:
-        kind = task_kind(task)
+        kind = task_kind(task, kernel_layout)
         if kind and (kind not in best or task.flops * task.weight > best[kind].flops * best[kind].weight):
             best[kind] = task
     return [{"key": f"{network}/{best[k].name}", "workload": network, "task": best[k].name, "family": k,
@@ -789,6 +789,8 @@ def broad_cases(args: argparse.Namespace, target: Any, unavailable: dict[str, st
     """The half's cases as the command line narrows them, network tasks included (extracted
     only for the networks `--only` names, all of them without `--only`), with each network's
     tasks; a network this checkout cannot build goes into `unavailable` instead."""
+    from hiertune.workloads.networks import conv2d_layout
+
     plan = broad_plan(args.suite)
     networks: dict[str, list[Any]] = {}
     wanted_nets = {k.split("/")[0] for k in args.only or [] if "/" in k}  # --only NET/TASK builds NET alone
@@ -802,7 +804,8 @@ def broad_cases(args: argparse.Namespace, target: Any, unavailable: dict[str, st
                 unavailable[net] = str(err).splitlines()[0][:200]
                 continue
             room = MAX_NETWORK_TASKS - sum(c["kind"] == "network_task" for c in plan)
-            plan += heaviest_tasks(net, networks[net], max(room, 0))
+            layout = conv2d_layout(target)
+            plan += heaviest_tasks(net, networks[net], max(room, 0), layout[1] if layout else "OIHW")
     return narrow_plan(plan, args.only, args.trials_override, args.seeds_override), networks
 
 
