@@ -792,6 +792,8 @@ def broad_cases(args: argparse.Namespace, target: Any, unavailable: dict[str, st
     from hiertune.workloads.networks import conv2d_layout
 
     plan = broad_plan(args.suite)
+    layout = conv2d_layout(target)
+    kernel_layout = layout[1] if layout else "OIHW"  # None: as imported
     networks: dict[str, list[Any]] = {}
     wanted_nets = {k.split("/")[0] for k in args.only or [] if "/" in k}  # --only NET/TASK builds NET alone
     if args.suite == BROAD_REPORT and (not args.only or wanted_nets):
@@ -804,8 +806,7 @@ def broad_cases(args: argparse.Namespace, target: Any, unavailable: dict[str, st
                 unavailable[net] = str(err).splitlines()[0][:200]
                 continue
             room = MAX_NETWORK_TASKS - sum(c["kind"] == "network_task" for c in plan)
-            layout = conv2d_layout(target)
-            plan += heaviest_tasks(net, networks[net], max(room, 0), layout[1] if layout else "OIHW")
+            plan += heaviest_tasks(net, networks[net], max(room, 0), kernel_layout)
     return narrow_plan(plan, args.only, args.trials_override, args.seeds_override), networks
 
 

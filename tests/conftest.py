@@ -67,3 +67,27 @@ def ray_session():
     init_ray(RayConfig(num_cpus=2, resources={"edgetpu": 1}))
     yield ray
     ray.shutdown()
+
+
+CONVS_MODEL = """
+import torch
+from torch import nn
+
+
+def convs():
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), nn.ReLU(),  # depthwise
+                        nn.Conv2d(8, 4, 1), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    return net.eval(), (torch.randn(1, 3, 8, 8),)
+"""
+
+
+@pytest.fixture(scope="session")
+def convs_model(tmp_path_factory):
+    """`--model` spec of a torch file with a plain 3x3 conv (+ batch norm), a strided depthwise
+    conv and a 1x1 conv: what a CPU layout change must keep correct and tell apart."""
+    path = tmp_path_factory.mktemp("convs") / "convs.py"
+    path.write_text(CONVS_MODEL)
+    return f"{path}:convs"
+

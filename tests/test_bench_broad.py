@@ -218,29 +218,16 @@ def test_two_runs_of_a_half_merge_case_by_case_and_refuse_to_mix(bench, tmp_path
         bench.merge_broad([first, other])
 
 
-CONVS = '''
-import torch
-from torch import nn
 
-
-def convs():
-    torch.manual_seed(3)
-    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, groups=8),
-                        nn.ReLU(), nn.Conv2d(8, 4, 1))
-    return net.eval(), (torch.randn(1, 3, 8, 8),)
-'''
-
-
-def test_network_task_kinds_tell_depthwise_from_conv_in_the_cpu_layout(bench, tmp_path):
+def test_network_task_kinds_tell_depthwise_from_conv_in_the_cpu_layout(bench, convs_model):
     """CPU tasks carry HWIO weights: the depthwise conv's one input channel per group is read
     there, and a 1x1 conv (kw = 1, where OIHW keeps I) is still a conv."""
     from hiertune.workloads.models import load_model, model_workload
     from hiertune.workloads.networks import conv2d_layout
     from hiertune.workloads.tvm_support import make_target
 
-    (tmp_path / "net.py").write_text(CONVS)
     target = make_target("llvm")
-    tasks = [t for t in model_workload(load_model(f"{tmp_path / 'net.py'}:convs"), target).tasks if "conv2d" in t.name]
-    # by FLOPs: the 1x1 conv (4,096), the depthwise one (9,216), the 3x3 conv (27,648)
+    tasks = [t for t in model_workload(load_model(convs_model), target).tasks if "conv2d" in t.name]
+    # by FLOPs: the 1x1 conv (1,024), the strided depthwise one (2,304), the 3x3 conv (27,648)
     kinds = [bench.task_kind(t, conv2d_layout(target)[1]) for t in sorted(tasks, key=lambda t: t.flops)]
     assert kinds == ["conv", "depthwise", "conv"], [(t.name, t.flops) for t in tasks]

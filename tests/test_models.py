@@ -67,14 +67,6 @@ class Block(nn.Module):
 def block():
     torch.manual_seed(2)
     return Block().eval(), (3 * torch.randn(2, 16),)
-
-
-def convs():
-    torch.manual_seed(3)
-    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), nn.ReLU(),  # depthwise
-                        nn.Conv2d(8, 4, 1), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
-    return net.eval(), (torch.randn(1, 3, 8, 8),)
 '''
 
 
@@ -123,14 +115,14 @@ def test_transcendentals_are_tuned_in_their_fast_form_and_still_match_pytorch(to
     assert check.reference == "PyTorch" and check.ok, check
 
 
-def test_cpu_convolutions_are_tuned_channels_last_and_still_match_pytorch(torch_file, target) -> None:
+def test_cpu_convolutions_are_tuned_channels_last_and_still_match_pytorch(convs_model, target) -> None:
     """On CPU a model's 2-D convolutions (plain, strided depthwise, 1x1) reach the tuners in NHWC with
     HWIO weights (`conv2d_layout`), and the model compiled from those tasks still matches PyTorch."""
     from tvm.s_tir import meta_schedule as ms
 
     from hiertune.platform.compile_model import build_tuned
 
-    model = load_model(f"{torch_file}:convs")
+    model = load_model(convs_model)
     tasks = {t.name: t for t in model_workload(model, target).tasks}
     first = next(t for name, t in tasks.items() if "conv2d" in name and "subtract" in name)  # conv + batch norm
     shapes = [tuple(int(d) for d in arg.shape) for arg in ms.arg_info.ArgInfo.from_prim_func(first.mod["main"])]
