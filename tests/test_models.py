@@ -67,6 +67,27 @@ class Block(nn.Module):
 def block():
     torch.manual_seed(2)
     return Block().eval(), (3 * torch.randn(2, 16),)
+
+
+class Scaled(nn.Module):
+    """Outputs of scale ~1e-20, as random weights can leave a deep network's."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.fc, self.factor = nn.Linear(16, 4), factor
+
+    def forward(self, x):
+        return self.fc(x) * self.factor
+
+
+def tiny():
+    torch.manual_seed(3)
+    return Scaled(1e-20).eval(), (torch.randn(2, 16),)
+
+
+def tiny_doubled():
+    torch.manual_seed(3)
+    return Scaled(2e-20).eval(), (torch.randn(2, 16),)
 '''
 
 
@@ -94,6 +115,16 @@ def test_torch_file_model_imports_and_matches_pytorch(torch_file, target) -> Non
     assert any("conv2d" in n for n in names) and any("matmul" in n for n in names), names
     check = check_outputs(model, build_untuned(model, target), target)
     assert check.reference == "PyTorch" and check.ok, check
+
+
+def test_check_holds_tiny_outputs_to_their_own_scale(torch_file, target) -> None:
+    """An absolute tolerance would pass any program whose outputs are ~1e-20; the check is relative
+    to each output's scale, so a program off by 2x there is a mismatch."""
+    tiny, doubled = load_model(f"{torch_file}:tiny"), load_model(f"{torch_file}:tiny_doubled")
+    same = check_outputs(tiny, build_untuned(tiny, target), target)
+    wrong = check_outputs(tiny, build_untuned(doubled, target), target)
+    assert same.ok and 0 < same.scale < 1e-18, same
+    assert not wrong.ok and wrong.max_abs_error > wrong.tolerance, wrong
 
 
 def test_transcendentals_are_tuned_in_their_fast_form_and_still_match_pytorch(torch_file, target) -> None:

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from hiertune.commands.benchmark import result_table
     from hiertune.commands.common import ensure_writable, progress_bar
     from hiertune.errors import HiertuneError
-    from hiertune.platform.compile_model import ATOL, RTOL, check_outputs, compile_records
+    from hiertune.platform.compile_model import check_outputs, compile_records
     from hiertune.platform.e2e_bench import contenders, measure, plot_bars, set_threads
     from hiertune.platform.harl_search import TUNER as HARL, HarlConfig, HarlSearch
     from hiertune.platform.ms_baseline import TUNER as MS, BaselineConfig, run_baseline
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         result = check_outputs(model, runtime.load_module(str(library)), target)
         all_ok &= result.ok
         table.add_row(tuner, library.name, f"{sum(s.tuned for s in status)}/{len(status)}",
-                      f"{result.max_abs_error:.1e}", f"{RTOL * result.scale + ATOL:.1e}", "yes" if result.ok else "NO")
+                      f"{result.max_abs_error:.1e}", f"{result.tolerance:.1e}", "yes" if result.ok else "NO")
         records.append(({"harl": "HARL", "metaschedule": "MetaSchedule"}[tuner], store.path))
     console.print(table)
     field = contenders(model, workload, records, target, 1, out)
