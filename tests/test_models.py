@@ -80,6 +80,33 @@ class Scaled(nn.Module):
         return self.fc(x) * self.factor
 
 
+class MobileBlock(nn.Module):
+    """MobileNetV2's inverted residual as Hugging Face writes it: TF-style explicit padding in front of
+    a strided depthwise conv, batch norm and ReLU6 after the convs, a residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand = nn.Sequential(nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6())
+        self.depthwise = nn.Sequential(nn.Conv2d(16, 16, 3, stride=2, groups=16, bias=False), nn.BatchNorm2d(16),
+                                       nn.ReLU6())
+        self.project = nn.Sequential(nn.Conv2d(16, 8, 1, bias=False), nn.BatchNorm2d(8))
+        self.inner = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8))
+
+    def forward(self, x):
+        h = self.depthwise(nn.functional.pad(self.expand(x), (0, 1, 0, 1)))  # TF "same" at stride 2
+        h = self.project(h)
+        return h + self.inner(h)
+
+
+def mobile_block():
+    torch.manual_seed(4)
+    net = MobileBlock().eval()
+    for bn in [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]:  # batch norms that do something
+        bn.running_mean.uniform_(-1, 1), bn.running_var.uniform_(0.5, 2)
+        bn.weight.data.uniform_(0.5, 1.5), bn.bias.data.uniform_(-1, 1)
+    return net, (2 * torch.randn(1, 8, 16, 16),)
+
+
 def tiny():
     torch.manual_seed(3)
     return Scaled(1e-20).eval(), (torch.randn(2, 16),)
@@ -158,6 +185,24 @@ def test_cpu_convolutions_are_tuned_channels_last_and_still_match_pytorch(convs_
     first = next(t for name, t in tasks.items() if "conv2d" in name and "subtract" in name)  # conv + batch norm
     shapes = [tuple(int(d) for d in arg.shape) for arg in ms.arg_info.ArgInfo.from_prim_func(first.mod["main"])]
     assert (1, 8, 8, 3) in shapes and (3, 3, 3, 8) in shapes, shapes  # image NHWC, weights HWIO
+    check = check_outputs(model, build_tuned(model, ms.database.MemoryDatabase(), target), target)
+    assert check.reference == "PyTorch" and check.ok, check
+
+
+def test_cpu_models_fuse_padding_and_activations_into_their_convolutions(torch_file, target) -> None:
+    """An explicit pad becomes the depthwise conv's own padding and ReLU6 after batch norm fuses into
+    its conv, so on CPU no task only moves memory between convolutions (no pad, clip or transpose
+    there; the model's edges transpose), and the compiled model still matches PyTorch."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.platform.compile_model import build_tuned
+
+    model = load_model(f"{torch_file}:mobile_block")
+    names = [t.name for t in model_workload(model, target).tasks]
+    convs = [n for n in names if "conv2d" in n]
+    assert len(convs) == 4 and not any("pad" in n or "clip" in n for n in names), names
+    assert sum("maximum" in n and "minimum" in n for n in convs) == 2, names  # ReLU6 inside expand and depthwise
+    assert len(names) - len(convs) <= 2 and all("transpose" in n for n in names if "conv2d" not in n), names
     check = check_outputs(model, build_tuned(model, ms.database.MemoryDatabase(), target), target)
     assert check.reference == "PyTorch" and check.ok, check
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hiertune.workloads.tasks import Task
 from hiertune.errors import HiertuneError
+from hiertune.workloads.tasks import Task
 
 
 def _torch_resnet(depth: int, width: int = 64, image: int = 224) -> tuple[Any, Any]:
@@ -97,51 +97,6 @@ def torch_to_relax(model: Any, example_inputs: tuple[Any, ...]) -> Any:
     return from_exported_program(exported, keep_params_as_input=False)
 
 
-def fast_math(mod: Any) -> Any:
-    """GELU, erf, tanh, exp and softmax as TVM's fast float approximations (`topi.fast_erf`,
-    `fast_tanh`, `fast_exp`, `fast_softmax`: clamped polynomials, about 1e-7 relative error).
-
-    Why: legalised as-is these call libm per element, which the schedule cannot vectorise, so a
-    transformer's GELU outweighed its matmuls by far. Relay applied the same rewrite at opt_level
-    4; Relax's `FastMathTransform` does it for erf, tanh, exp and softmax, but not for `nn.gelu`
-    (a torch or ONNX GELU), so GELU is spelled out here as x/2 (1 + erf(x / sqrt 2)) first.
-    Only float32 inputs are rewritten; the approximations are float32 ones.
-    """
-    import math
-
-    from tvm import relax, topi
-
-    fast = {
-        "relax.nn.gelu": lambda x: x * 0.5 * (1.0 + topi.fast_erf(x * (1.0 / math.sqrt(2.0)))),
-        "relax.nn.gelu_tanh": lambda x: x * 0.5 * (1.0 + topi.fast_tanh(
-            math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x))),
-        "relax.erf": topi.fast_erf,
-        "relax.tanh": topi.fast_tanh,
-        "relax.exp": topi.fast_exp,
-    }
-
-    @relax.expr_functor.mutator
-    class FastMath(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            name = getattr(call.op, "name", None)
-            if name not in fast and name != "relax.nn.softmax":
-                return call
-            arg = call.args[0]
-            if str(getattr(getattr(arg, "ty", None), "dtype", "")) != "float32":
-                return call
-            if name == "relax.nn.softmax":
-                return self.builder_.call_te(topi.nn.fast_softmax, arg, int(call.attrs.axis))
-            # named after the op, so the task reads fused_..._fast_gelu_... in tables, not <lambda>
-            return self.builder_.call_te(fast[name], arg, primfunc_name_hint="fast_" + name.split(".")[-1])
-
-    mutator = FastMath(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-    return mutator.builder_.get()
-
-
 def conv2d_layout(target: Any) -> tuple[str, str] | None:
     """The (data, kernel) layout a model's 2-D convolutions are tuned and compiled in for `target`.
 
@@ -159,18 +114,28 @@ def conv2d_layout(target: Any) -> tuple[str, str] | None:
 def fuse_for_tasks(mod: Any, target: Any = None) -> Any:
     """Relax legalised and fused into TIR subgraphs: the form MetaSchedule extracts tasks from and
     that `compile_relax` looks its database up in, so records found here apply at compile time.
-    Transcendentals go to their fast forms first (`fast_math`), so both tuners tune those; with a
-    `target`, convolutions go to its `conv2d_layout` first (layout transforms of the activations at
-    the model's edges become tasks of their own, the weights' fold into constants)."""
+    Transcendentals go to their fast forms first (`fast_math`), so both tuners tune those, and a
+    convolution's explicit padding becomes its own (`fold_conv_padding`); with a `target`,
+    convolutions go to its `conv2d_layout` (layout transforms of the activations at the model's
+    edges become tasks of their own, the weights' fold into constants). Batch norm's decomposed
+    tuple is unpacked (`CanonicalizeBindings`) so the activation after it fuses into the conv."""
     import tvm
     from tvm import relax
 
+    from hiertune.workloads.graph_rewrites import (
+        clip_as_min_max,
+        fast_math,
+        fold_conv_padding,
+    )
+
+    mod = fold_conv_padding(fast_math(mod))
     layout = conv2d_layout(target) if target is not None else None
     if layout:
-        mod = relax.transform.ConvertLayout({"relax.nn.conv2d": list(layout)})(mod)
+        mod = relax.transform.ConvertLayout({"relax.nn.conv2d": list(layout)})(clip_as_min_max(mod))
     seq = tvm.transform.Sequential(
         [
             relax.transform.DecomposeOpsForInference(),
+            relax.transform.CanonicalizeBindings(),
             relax.transform.LegalizeOps(),
             relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(),
@@ -178,7 +143,7 @@ def fuse_for_tasks(mod: Any, target: Any = None) -> Any:
             relax.transform.FuseTIR(),
         ]
     )
-    return seq(fast_math(mod))
+    return seq(mod)
 
 
 def relax_module(name: str, target: Any = None) -> Any:

@@ -1,0 +1,125 @@
+"""Relax rewrites a model goes through before fusion, each exact (or, for `fast_math`, within float32
+rounding) and each there because TVM's own pipeline leaves time on the table without it.
+
+What the CPU models showed (MobileNetV2 from Hugging Face, ResNet-50): an explicit `nn.pad` in
+front of a convolution (TF-style "same" padding) and a `clip` (ReLU6) are not layout-convertible,
+so after `ConvertLayout` each sat between two transposes in a task of its own; and batch norm,
+decomposed, reaches `FuseOps` through a tuple, which stops the activation after it from fusing
+into the convolution. Together these were a quarter of MobileNetV2's tuned time, in kernels that
+only move memory (ONNX Runtime fuses all of them into its convolutions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def rewrite_calls(mod: Any, rewrite: Callable[[Any, Any], Any]) -> Any:
+    """Every Relax function of `mod` with each call replaced by `rewrite(mutator, call)` (the call
+    itself to keep it); calls are visited after their arguments, and `mutator.lookup_binding(var)`
+    gives a dataflow variable's bound value."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class Rewriter(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            return rewrite(self, super().visit_call_(call))
+
+    mutator = Rewriter(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return mutator.builder_.get()
+
+
+def op_name(call: Any) -> str | None:
+    return getattr(call.op, "name", None)
+
+
+def fast_math(mod: Any) -> Any:
+    """GELU, erf, tanh, exp and softmax as TVM's fast float approximations (`topi.fast_erf`,
+    `fast_tanh`, `fast_exp`, `fast_softmax`: clamped polynomials, about 1e-7 relative error).
+
+    Why: legalised as-is these call libm per element, which the schedule cannot vectorise, so a
+    transformer's GELU outweighed its matmuls by far. Relay applied the same rewrite at opt_level
+    4; Relax's `FastMathTransform` does it for erf, tanh, exp and softmax, but not for `nn.gelu`
+    (a torch or ONNX GELU), so GELU is spelled out here as x/2 (1 + erf(x / sqrt 2)) first.
+    Only float32 inputs are rewritten; the approximations are float32 ones.
+    """
+    import math
+
+    from tvm import topi
+
+    fast = {
+        "relax.nn.gelu": lambda x: x * 0.5 * (1.0 + topi.fast_erf(x * (1.0 / math.sqrt(2.0)))),
+        "relax.nn.gelu_tanh": lambda x: x * 0.5 * (1.0 + topi.fast_tanh(
+            math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x))),
+        "relax.erf": topi.fast_erf,
+        "relax.tanh": topi.fast_tanh,
+        "relax.exp": topi.fast_exp,
+    }
+
+    def rewrite(mutator: Any, call: Any) -> Any:
+        name = op_name(call)
+        if name not in fast and name != "relax.nn.softmax":
+            return call
+        arg = call.args[0]
+        if str(getattr(getattr(arg, "ty", None), "dtype", "")) != "float32":
+            return call
+        if name == "relax.nn.softmax":
+            return mutator.builder_.call_te(topi.nn.fast_softmax, arg, int(call.attrs.axis))
+        # named after the op, so the task reads fused_..._fast_gelu_... in tables, not <lambda>
+        return mutator.builder_.call_te(fast[name], arg, primfunc_name_hint="fast_" + name.split(".")[-1])
+
+    return rewrite_calls(mod, rewrite)
+
+
+def fold_conv_padding(mod: Any) -> Any:
+    """A zero `nn.pad` of only the spatial axes feeding a `conv2d` becomes the convolution's own
+    padding (asymmetric padding included), so the padded copy of the activation is never written;
+    a pad with other users stays for them."""
+    from tvm import relax
+
+    def rewrite(mutator: Any, call: Any) -> Any:
+        if op_name(call) != "relax.nn.conv2d" or not isinstance(call.args[0], relax.Var):
+            return call
+        pad = mutator.lookup_binding(call.args[0])
+        if not isinstance(pad, relax.Call) or op_name(pad) != "relax.nn.pad":
+            return call
+        attrs, width = call.attrs, [int(w) for w in pad.attrs.pad_width]
+        layout = str(attrs.data_layout)
+        if (str(pad.attrs.pad_mode) != "constant" or float(pad.attrs.pad_value) != 0.0 or len(width) != 8
+                or sorted(layout) != sorted("NCHW")):
+            return call
+        h, w = layout.index("H"), layout.index("W")
+        if any(width[2 * axis] or width[2 * axis + 1] for axis in range(4) if axis not in (h, w)):
+            return call
+        top, left, bottom, right = (int(p) for p in attrs.padding)
+        out_dtype = str(attrs.out_dtype)
+        return relax.op.nn.conv2d(
+            pad.args[0], call.args[1], strides=attrs.strides, dilation=attrs.dilation, groups=int(attrs.groups),
+            padding=[top + width[2 * h], left + width[2 * w], bottom + width[2 * h + 1], right + width[2 * w + 1]],
+            data_layout=layout, kernel_layout=str(attrs.kernel_layout), out_layout=str(attrs.out_layout),
+            out_dtype=None if out_dtype in ("", "void") else out_dtype)
+
+    return relax.transform.DeadCodeElimination()(rewrite_calls(mod, rewrite))
+
+
+def clip_as_min_max(mod: Any) -> Any:
+    """`clip(x, lo, hi)` as `minimum(maximum(x, lo), hi)`: the same values, but elementwise ops
+    `ConvertLayout` passes through, where a clip makes it transpose to the old layout and back."""
+    from tvm import relax
+
+    def rewrite(mutator: Any, call: Any) -> Any:
+        if op_name(call) != "relax.clip":
+            return call
+        x, *bounds = call.args
+        dtype = str(getattr(getattr(x, "ty", None), "dtype", ""))
+        values = [getattr(b, "value", None) for b in bounds]  # FloatImm / IntImm bounds
+        if not dtype.startswith("float") or not all(isinstance(v, (int, float)) for v in values):
+            return call  # a bound only known at run time
+        lo, hi = (relax.const(float(v), dtype) for v in values)
+        return relax.op.minimum(relax.op.maximum(x, lo), hi)
+
+    return rewrite_calls(mod, rewrite)
