@@ -190,9 +190,9 @@ def test_cpu_convolutions_are_tuned_channels_last_and_still_match_pytorch(convs_
 
 
 def test_cpu_models_fuse_padding_and_activations_into_their_convolutions(torch_file, target) -> None:
-    """An explicit pad becomes the depthwise conv's own padding and ReLU6 after batch norm fuses into
-    its conv, so on CPU no task only moves memory between convolutions (no pad, clip or transpose
-    there; the model's edges transpose), and the compiled model still matches PyTorch."""
+    """An explicit pad becomes the depthwise conv's own padding, batch norm goes into the conv weights
+    and ReLU6 fuses into the conv, so on CPU no task only moves memory between convolutions (no pad,
+    clip or transpose there; the model's edges transpose), and the compiled model still matches PyTorch."""
     from tvm.s_tir import meta_schedule as ms
 
     from hiertune.platform.compile_model import build_tuned
@@ -202,6 +202,7 @@ def test_cpu_models_fuse_padding_and_activations_into_their_convolutions(torch_f
     convs = [n for n in names if "conv2d" in n]
     assert len(convs) == 4 and not any("pad" in n or "clip" in n for n in names), names
     assert sum("maximum" in n and "minimum" in n for n in convs) == 2, names  # ReLU6 inside expand and depthwise
+    assert not any("divide" in n or "subtract" in n for n in names), names  # batch norm: in the weights
     assert len(names) - len(convs) <= 2 and all("transpose" in n for n in names if "conv2d" not in n), names
     check = check_outputs(model, build_tuned(model, ms.database.MemoryDatabase(), target), target)
     assert check.reference == "PyTorch" and check.ok, check

@@ -117,18 +117,15 @@ def fuse_for_tasks(mod: Any, target: Any = None) -> Any:
     Transcendentals go to their fast forms first (`fast_math`), so both tuners tune those, and a
     convolution's explicit padding becomes its own (`fold_conv_padding`); with a `target`,
     convolutions go to its `conv2d_layout` (layout transforms of the activations at the model's
-    edges become tasks of their own, the weights' fold into constants). Batch norm's decomposed
-    tuple is unpacked (`CanonicalizeBindings`) so the activation after it fuses into the conv."""
+    edges become tasks of their own, the weights' fold into constants). Batch norm after a conv
+    goes into its weights (`fold_batch_norm`); elsewhere its decomposed tuple is unpacked
+    (`CanonicalizeBindings`), so the activation after it fuses into the conv."""
     import tvm
     from tvm import relax
 
-    from hiertune.workloads.graph_rewrites import (
-        clip_as_min_max,
-        fast_math,
-        fold_conv_padding,
-    )
+    from hiertune.workloads.graph_rewrites import clip_as_min_max, fast_math, fold_batch_norm, fold_conv_padding
 
-    mod = fold_conv_padding(fast_math(mod))
+    mod = fold_batch_norm(fold_conv_padding(fast_math(mod)))
     layout = conv2d_layout(target) if target is not None else None
     if layout:
         mod = relax.transform.ConvertLayout({"relax.nn.conv2d": list(layout)})(clip_as_min_max(mod))
