@@ -141,34 +141,51 @@ def constant_array(expr: Any) -> Any:
 
 
 def fold_batch_norm(mod: Any) -> Any:
-    """Inference batch norm right after a conv2d with constant weights goes into those weights and
-    a per-channel bias: conv(x, W) * s + (beta - mean * s), s = gamma / sqrt(var + eps), as ONNX
-    Runtime does. Decomposed instead, it is a subtract, a divide, a multiply and an add on every
-    output element, which on a depthwise conv (9 multiply-adds per element) is no small part."""
+    """Inference batch norm right after a conv2d with constant weights (and maybe a constant
+    per-channel bias) goes into those weights and one bias: conv(x, W) * s + (beta - (mean - bias)
+    * s), s = gamma / sqrt(var + eps), as ONNX Runtime does. Decomposed instead, it is a subtract,
+    a divide, a multiply and an add on every output element, which on a depthwise conv (9
+    multiply-adds per element) is no small part."""
     import numpy as np
     from tvm import relax
 
+    def producer(mutator: Any, expr: Any, name: str) -> Any:
+        value = mutator.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+        return value if isinstance(value, relax.Call) and op_name(value) == name else None
+
     def rewrite(mutator: Any, call: Any) -> Any:
-        if op_name(call) != "relax.nn.batch_norm" or bool(call.attrs.training) or not isinstance(call.args[0], relax.Var):
+        if op_name(call) != "relax.nn.batch_norm" or bool(call.attrs.training):
             return call
-        conv = mutator.lookup_binding(call.args[0])
-        if not isinstance(conv, relax.Call) or op_name(conv) != "relax.nn.conv2d":
-            return call
-        weight = constant_array(conv.args[1])
         gamma, beta, mean, var = (constant_array(a) for a in call.args[1:])
-        out_layout = str(conv.attrs.out_layout) or str(conv.attrs.data_layout)
-        if weight is None or any(a is None for a in (gamma, beta, mean, var)) or \
-                int(call.attrs.axis) % 4 != out_layout.index("C"):
+        if any(a is None for a in (gamma, beta, mean, var)):
             return call
+        conv, bias = producer(mutator, call.args[0], "relax.nn.conv2d"), 0.0
+        biased = None if conv is not None else producer(mutator, call.args[0], "relax.add")
+        if biased is not None:  # conv2d(bias=True): conv, then add a bias the importer reshaped to [1, C, 1, 1]
+            reshape = producer(mutator, biased.args[1], "relax.reshape")
+            bias = constant_array(biased.args[1] if reshape is None else reshape.args[0])
+            conv = producer(mutator, biased.args[0], "relax.nn.conv2d")
+        weight = constant_array(conv.args[1]) if conv is not None else None
+        if weight is None or bias is None:
+            return call
+        out_layout = str(conv.attrs.out_layout) or str(conv.attrs.data_layout)
+        channel = out_layout.index("C")
+        if int(call.attrs.axis) % 4 != channel:
+            return call
+        if biased is not None:
+            shape = [int(d) for d in biased.args[1].ty.shape]  # as added: [1, C, 1, 1] in NCHW
+            if len(shape) != 4 or shape[channel] != gamma.size or bias.size != gamma.size:
+                return call
+            bias = bias.reshape(-1)
         attrs = call.attrs
         scale = (gamma if attrs.scale else 1.0) / np.sqrt(var + float(attrs.epsilon))
-        shift = (beta if attrs.center else 0.0) - mean * scale
+        shift = (beta if attrs.center else 0.0) - (mean - bias) * scale
         o_axis = str(conv.attrs.kernel_layout).index("O")
         shape = [1] * weight.ndim
         shape[o_axis] = -1
         folded = conv2d_like(conv, conv.args[0], relax.const((weight * scale.reshape(shape)).astype(weight.dtype)))
         bias_shape = [1] * 4
-        bias_shape[out_layout.index("C")] = -1
+        bias_shape[channel] = -1
         out = relax.op.add(folded, relax.const(shift.reshape(bias_shape).astype(weight.dtype)))
         return relax.Tuple([out, call.args[3], call.args[4]])  # inference: the moving stats pass through
 
