@@ -209,6 +209,37 @@ def test_cpu_models_fuse_padding_and_activations_into_their_convolutions(torch_f
     assert check.reference == "PyTorch" and check.ok, check
 
 
+def write_conv_bn_onnx(path: Path) -> Path:
+    """An ONNX Conv with a bias, then BatchNormalization and Relu: how an exporter that does not
+    fold batch norm writes a CNN (the ONNX importer leaves the conv's out_dtype unset)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    arrays = {"w": rng.standard_normal((8, 3, 3, 3)), "b": rng.standard_normal(8), "gamma": rng.uniform(0.5, 1.5, 8),
+              "beta": rng.standard_normal(8), "mean": rng.standard_normal(8), "var": rng.uniform(0.5, 2, 8)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["y"])]
+    graph = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              [numpy_helper.from_array(a.astype(np.float32), name) for name, a in arrays.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_onnx_batch_norm_goes_into_the_conv_and_still_matches_onnxruntime(tmp_path, target) -> None:
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.platform.compile_model import build_tuned
+
+    model = load_model(str(write_conv_bn_onnx(tmp_path / "conv_bn.onnx")))
+    names = [t.name for t in model_workload(model, target).tasks]
+    assert any("conv2d" in n and "relu" in n for n in names) and not any("divide" in n for n in names), names
+    check = check_outputs(model, build_tuned(model, ms.database.MemoryDatabase(), target), target)
+    assert check.reference == "ONNX Runtime" and check.ok, check
+
+
 @pytest.mark.parametrize(
     ("make_spec", "shapes", "expected"),
     [

@@ -80,12 +80,12 @@ def conv2d_like(conv: Any, data: Any, weight: Any, padding: list[int] | None = N
     from tvm import relax
 
     attrs = conv.attrs
-    out_dtype = str(attrs.out_dtype)
+    out_dtype = str(attrs.out_dtype)  # torch import: "float32"; ONNX import: None (the input's)
     return relax.op.nn.conv2d(
         data, weight, strides=attrs.strides, padding=attrs.padding if padding is None else padding,
         dilation=attrs.dilation, groups=int(attrs.groups), data_layout=str(attrs.data_layout),
         kernel_layout=str(attrs.kernel_layout), out_layout=str(attrs.out_layout),
-        out_dtype=None if out_dtype in ("", "void") else out_dtype)
+        out_dtype=None if out_dtype in ("", "void", "None") else out_dtype)
 
 
 def fold_conv_padding(mod: Any) -> Any:
