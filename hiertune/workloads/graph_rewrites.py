@@ -1,5 +1,6 @@
-"""Relax rewrites a model goes through before fusion, each exact (or, for `fast_math`, within float32
-rounding) and each there because TVM's own pipeline leaves time on the table without it.
+"""Relax rewrites a model goes through before fusion, each exact up to float32 rounding (`fast_math`:
+TVM's float32 approximations, about 1e-7 relative) and each there because TVM's own pipeline
+leaves time on the table without it.
 
 What the CPU models showed (MobileNetV2 from Hugging Face, ResNet-50): an explicit `nn.pad` in
 front of a convolution (TF-style "same" padding) and a `clip` (ReLU6) are not layout-convertible,
