@@ -38,6 +38,14 @@ def op_name(call: Any) -> str | None:
     return getattr(call.op, "name", None)
 
 
+def bound_call(mutator: Any, expr: Any, name: str) -> Any:
+    """The call of op `name` that dataflow variable `expr` is bound to (None: anything else)."""
+    from tvm import relax
+
+    value = mutator.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+    return value if isinstance(value, relax.Call) and op_name(value) == name else None
+
+
 def fast_math(mod: Any) -> Any:
     """GELU, erf, tanh, exp and softmax as TVM's fast float approximations (`topi.fast_erf`,
     `fast_tanh`, `fast_exp`, `fast_softmax`: clamped polynomials, about 1e-7 relative error).
@@ -96,10 +104,8 @@ def fold_conv_padding(mod: Any) -> Any:
     from tvm import relax
 
     def rewrite(mutator: Any, call: Any) -> Any:
-        if op_name(call) != "relax.nn.conv2d" or not isinstance(call.args[0], relax.Var):
-            return call
-        pad = mutator.lookup_binding(call.args[0])
-        if not isinstance(pad, relax.Call) or op_name(pad) != "relax.nn.pad":
+        pad = bound_call(mutator, call.args[0], "relax.nn.pad") if op_name(call) == "relax.nn.conv2d" else None
+        if pad is None:
             return call
         attrs, width = call.attrs, [int(w) for w in pad.attrs.pad_width]
         layout = str(attrs.data_layout)
@@ -150,22 +156,18 @@ def fold_batch_norm(mod: Any) -> Any:
     import numpy as np
     from tvm import relax
 
-    def producer(mutator: Any, expr: Any, name: str) -> Any:
-        value = mutator.lookup_binding(expr) if isinstance(expr, relax.Var) else None
-        return value if isinstance(value, relax.Call) and op_name(value) == name else None
-
     def rewrite(mutator: Any, call: Any) -> Any:
         if op_name(call) != "relax.nn.batch_norm" or bool(call.attrs.training):
             return call
         gamma, beta, mean, var = (constant_array(a) for a in call.args[1:])
         if any(a is None for a in (gamma, beta, mean, var)):
             return call
-        conv, bias = producer(mutator, call.args[0], "relax.nn.conv2d"), 0.0
-        biased = None if conv is not None else producer(mutator, call.args[0], "relax.add")
+        conv, bias = bound_call(mutator, call.args[0], "relax.nn.conv2d"), 0.0
+        biased = None if conv is not None else bound_call(mutator, call.args[0], "relax.add")
         if biased is not None:  # conv2d(bias=True): conv, then add a bias the importer reshaped to [1, C, 1, 1]
-            reshape = producer(mutator, biased.args[1], "relax.reshape")
+            reshape = bound_call(mutator, biased.args[1], "relax.reshape")
             bias = constant_array(biased.args[1] if reshape is None else reshape.args[0])
-            conv = producer(mutator, biased.args[0], "relax.nn.conv2d")
+            conv = bound_call(mutator, biased.args[0], "relax.nn.conv2d")
         weight = constant_array(conv.args[1]) if conv is not None else None
         if weight is None or bias is None:
             return call
@@ -174,8 +176,8 @@ def fold_batch_norm(mod: Any) -> Any:
         if int(call.attrs.axis) % 4 != channel:
             return call
         if biased is not None:
-            shape = [int(d) for d in biased.args[1].ty.shape]  # as added: [1, C, 1, 1] in NCHW
-            if len(shape) != 4 or shape[channel] != gamma.size or bias.size != gamma.size:
+            added = [int(d) for d in biased.args[1].ty.shape]  # [1, C, 1, 1] in NCHW
+            if len(added) != 4 or added[channel] != gamma.size or bias.size != gamma.size:
                 return call
             bias = bias.reshape(-1)
         attrs = call.attrs
