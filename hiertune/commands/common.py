@@ -18,6 +18,9 @@ def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None
     parser.add_argument("--runner-cores", type=int, default=1,
                         help="cores the measurement runner actor holds (CPU: TVM_NUM_THREADS; "
                              "GPU: parallel nvcc builds)")
+    parser.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=False,
+                        help="CPU: time candidates with their weights flushed from the caches before each "
+                             "run, as inside a model")
     parser.add_argument("--runners", type=int, default=None, metavar="N",
                         help="measure on a pool of N runner actors spread over the cluster's nodes "
                              "(0: one per node that has the target's resource; default: one runner)")
@@ -111,6 +114,7 @@ def setup_runner(args: argparse.Namespace, target: Any) -> Any:
     # A GPU runner times on the GPU, so its cores can all build (nvcc takes seconds per candidate);
     # a CPU runner builds on one core and times on the rest.
     config = RunnerConfig(target=args.target, device=device, num_cpus=args.runner_cores, work_dir=work_dir,
+                          cache_flush=args.cache_flush,
                           build_workers=args.runner_cores if device == "gpu" else 1)
     runners = getattr(args, "runners", None)
     if runners is not None and (args.no_ray or runners < 0):

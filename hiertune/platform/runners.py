@@ -28,7 +28,12 @@ class RunnerConfig:
     number: int = 3
     repeat: int = 1
     min_repeat_ms: int = 50
-    enable_cpu_cache_flush: bool = False
+    cache_flush: bool = False
+    """CPU: time each candidate as it runs inside a model, its weights coming from memory: every
+    argument but the first (the activation a previous layer just wrote) is flushed from the caches
+    before each single run (TVM's `cache_flush_cpu_non_first_arg`), `flush_repeat` runs. Off: the
+    mean of back-to-back runs over `min_repeat_ms`, everything cache-resident after the first."""
+    flush_repeat: int = 10
     build_timeout_s: float = 30.0
     run_timeout_s: float = 30.0
     build_workers: int = 1
@@ -117,11 +122,15 @@ class Measurer:
         self.runner = ms.runner.LocalRunner(
             timeout_sec=config.run_timeout_s,
             f_alloc_argument=alloc_arguments_in_range,
-            evaluator_config=EvaluatorConfig(
-                number=config.number, repeat=config.repeat, min_repeat_ms=config.min_repeat_ms,
-                enable_cpu_cache_flush=config.enable_cpu_cache_flush,
-            ),
+            evaluator_config=self._evaluator(config, EvaluatorConfig),
         )
+
+    @staticmethod
+    def _evaluator(config: RunnerConfig, evaluator_config: Any) -> Any:
+        if config.cache_flush and config.device == "cpu":  # a flush only precedes a repeat: one run each
+            return evaluator_config(number=1, repeat=config.flush_repeat, min_repeat_ms=0, enable_cpu_cache_flush=True)
+        return evaluator_config(number=config.number, repeat=config.repeat, min_repeat_ms=config.min_repeat_ms,
+                                enable_cpu_cache_flush=False)
 
     def ready(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "target": str(self.target), "device": self.config.device}
