@@ -227,7 +227,7 @@ class ScheduleState:
     def args_info(self) -> list[Any]:
         from tvm.s_tir import meta_schedule as ms
 
-        return ms.arg_info.ArgInfo.from_prim_func(self.sch.mod["main"])
+        return ms.arg_info.ArgInfo.from_entry_func(self.sch.mod, remove_preproc=True)
 
 
 class ScheduleSpace:

@@ -117,6 +117,9 @@ def build_tuned(model: Model, database: Any, target: Any) -> Any:
             from tvm.s_tir import dlight as dl
 
             scheduled = dl.ApplyDefaultSchedule(*dlight_rules())(scheduled)
+        else:
+            scheduled = tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
+                                                  relax.transform.FoldConstant()])(scheduled)
         return relax.build(scheduled, target=target, relax_pipeline=tvm.transform.Sequential(_lowering(target)))
 
 

@@ -52,7 +52,9 @@ class MeasureInput:
     def from_schedule(cls, sch: Any) -> MeasureInput:
         from tvm.s_tir import meta_schedule as ms
 
-        return cls(mod=sch.mod, args_info=ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]))
+        # A weight whose layout the schedule rewrote (RewriteLayout) is passed in its new layout:
+        # the builder drops the rewrite block, as MetaSchedule measures prepacked weights.
+        return cls(mod=sch.mod, args_info=ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
 
 @dataclass

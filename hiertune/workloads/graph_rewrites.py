@@ -193,3 +193,36 @@ def fold_batch_norm(mod: Any) -> Any:
         return relax.Tuple([out, call.args[3], call.args[4]])  # inference: the moving stats pass through
 
     return relax.transform.DeadCodeElimination()(rewrite_calls(mod, rewrite))
+
+
+def mark_weights_layout_free(mod: Any) -> Any:
+    """Mark the parameters of each fused TIR function that every call passes a constant (the
+    model's weights) as `layout_free_buffers`, as TVM's `AttachAttrLayoutFreeBuffers` does, but
+    keeping each function's name (that pass copies them under new ones, which become task names).
+
+    Why: MetaSchedule's `RewriteLayout` postproc then stores a tiled schedule's weights in the
+    order its loops read them, and `compile` folds that re-layout into the constants
+    (`SplitLayoutRewritePreproc`, `FoldConstant`), so a GEMM or convolution streams its weights
+    sequentially, as ONNX Runtime's kernels read weights they packed once at load time.
+    """
+    import tvm
+    from tvm import relax
+
+    constant_params: dict[Any, set[int]] = {}
+
+    def visit(expr: Any) -> None:
+        if not (isinstance(expr, relax.Call) and op_name(expr) == "relax.call_tir"):
+            return
+        args = expr.args[1].fields if isinstance(expr.args[1], relax.Tuple) else [expr.args[1]]
+        constants = {i for i, arg in enumerate(args) if isinstance(arg, tvm.ir.expr.Constant)}
+        gv = expr.args[0]
+        constant_params[gv] = constant_params.get(gv, constants) & constants
+
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    marked = mod.clone()
+    for gv, params in constant_params.items():
+        if params:
+            marked.update_func(gv, mod[gv].with_attr("layout_free_buffers", sorted(params)))
+    return marked

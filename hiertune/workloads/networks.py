@@ -123,7 +123,8 @@ def fuse_for_tasks(mod: Any, target: Any = None) -> Any:
     import tvm
     from tvm import relax
 
-    from hiertune.workloads.graph_rewrites import clip_as_min_max, fast_math, fold_batch_norm, fold_conv_padding
+    from hiertune.workloads.graph_rewrites import (clip_as_min_max, fast_math, fold_batch_norm, fold_conv_padding,
+                                                   mark_weights_layout_free)
 
     mod = fold_batch_norm(fold_conv_padding(fast_math(mod)))
     layout = conv2d_layout(target) if target is not None else None
@@ -140,7 +141,8 @@ def fuse_for_tasks(mod: Any, target: Any = None) -> Any:
             relax.transform.FuseTIR(),
         ]
     )
-    return seq(mod)
+    fused = seq(mod)
+    return mark_weights_layout_free(fused) if layout else fused  # CPU: weights prepacked per schedule
 
 
 def relax_module(name: str, target: Any = None) -> Any:
