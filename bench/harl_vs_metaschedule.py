@@ -364,10 +364,20 @@ def summarise(summary: dict[str, Any]) -> None:
         summary["ablation_no_bandit_over_bandit_latency"] = bandit["latency_ratio_no_bandit_over_bandit"]
 
 
+def suite_runner_config(args: argparse.Namespace, work_dir: Path | None = None) -> Any:
+    """The one runner both tuners share. Operators are timed warm (`cache_flush` off), as
+    MetaSchedule's default evaluator times them and as every committed result of this suite was
+    timed: an operator here stands alone, with no model around it to evict its weights."""
+    from hiertune.platform.runners import RunnerConfig
+
+    return RunnerConfig(target="llvm", num_cpus=args.runner_cores, cache_flush=False,
+                        work_dir=None if work_dir is None else str(work_dir))
+
+
 def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     from hiertune.workloads import get_workload
     from hiertune.platform.ray_runtime import RayConfig, init_ray
-    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.platform.runners import create_runner
     from hiertune.workloads.tvm_support import make_target
 
     suite = SUITES[args.suite]
@@ -390,7 +400,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
             "runner_cores": args.runner_cores, "TVM_NUM_THREADS": args.runner_cores, "host_cores": os.cpu_count(),
             "trials": suite.trials, "trials_override": suite.trials_override, "seeds": suite.seeds,
             "elite_starts": args.elite_starts, "network": suite.network, "network_trials": suite.network_trials,
-            "measure": "one Ray runner actor (LocalBuilder + LocalRunner, number=3, repeat=1, min_repeat_ms=50) "
+            "measure": "one Ray runner actor (LocalBuilder + LocalRunner, number=3, repeat=1, min_repeat_ms=50, warm) "
                        "shared by both tuners; tuner order alternates per workload",
             "load_average_at_start": os.getloadavg(),
         },
@@ -415,8 +425,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
         def measure(self, inputs: list[Any]) -> list[Any]:
             if self.runner is None:
                 init_ray(RayConfig())
-                self.runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
-                                                         work_dir=str(work_root / "tmp")))
+                self.runner = create_runner(suite_runner_config(args, work_root / "tmp"))
             return self.runner.measure(inputs)
 
         def close(self) -> None:
@@ -823,7 +832,7 @@ def case_workload(case: dict[str, Any], networks: dict[str, list[Any]], target: 
 def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     """One half of the broad suite, resumable pair by pair (a stopped run continues from the JSON)."""
     from hiertune.platform.ray_runtime import RayConfig, init_ray
-    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.platform.runners import create_runner
     from hiertune.workloads.tvm_support import host_cpu, make_target
 
     out_path = Path(args.out)
@@ -868,8 +877,7 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
                 work.mkdir(parents=True)
                 if runner is None:
                     init_ray(RayConfig())
-                    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
-                                                        work_dir=str(work_root / "tmp")))
+                    runner = create_runner(suite_runner_config(args, work_root / "tmp"))
                 log(f"{case['key']} seed {seed}: {case['trials']} trials each")
                 pair = run_pair(workload, case["trials"], seed, runner, work, args.elite_starts, target,
                                 harl_first=(i + seed) % 2 == 0, harl_options=harl_options)
@@ -925,7 +933,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
     option / defaults, and each arm against the MetaSchedule best of the same case and seed in
     the broad JSON."""
     from hiertune.platform.ray_runtime import RayConfig, init_ray
-    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.platform.runners import create_runner
     from hiertune.workloads.tvm_support import host_cpu, make_target
 
     options = parse_space_options(args.space_option)
@@ -949,8 +957,7 @@ def run_ab(args: argparse.Namespace) -> dict[str, Any]:
                     continue
                 if runner is None:
                     init_ray(RayConfig())
-                    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores,
-                                                        work_dir=str(work_root / "tmp")))
+                    runner = create_runner(suite_runner_config(args, work_root / "tmp"))
                 workload = case_workload(case, networks, target)
                 work = work_root / key.replace(":", "_").replace("/", "_").replace("@", "_")
                 shutil.rmtree(work, ignore_errors=True)
@@ -1297,10 +1304,10 @@ def run_single(args: argparse.Namespace) -> None:
     from rich.table import Table
 
     from hiertune.platform.ray_runtime import RayConfig, init_ray
-    from hiertune.platform.runners import RunnerConfig, create_runner
+    from hiertune.platform.runners import create_runner
 
     init_ray(RayConfig())
-    runner = create_runner(RunnerConfig(target="llvm", num_cpus=args.runner_cores))
+    runner = create_runner(suite_runner_config(args))
     runs = []
     try:
         with tempfile.TemporaryDirectory(prefix="harl_vs_ms_") as tmp:

@@ -12,15 +12,17 @@ from hiertune.workloads.tasks import BUILTIN_NETWORKS
 
 
 def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None = None) -> None:
+    from hiertune.platform.runners import RunnerConfig
+
     parser.add_argument("--target", default="llvm", help="'llvm', 'cuda' or a TVM JSON target dict")
     parser.add_argument("--records", default=default_records, required=default_records is None,
                         help="JSON-lines records file; an existing file is resumed")
     parser.add_argument("--runner-cores", type=int, default=1,
                         help="cores the measurement runner actor holds (CPU: TVM_NUM_THREADS; "
                              "GPU: parallel nvcc builds)")
-    parser.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=False,
+    parser.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=RunnerConfig.cache_flush,
                         help="CPU: time candidates with their weights flushed from the caches before each "
-                             "run, as inside a model")
+                             "run, as they run inside a model (--no-cache-flush: back-to-back runs, warm)")
     parser.add_argument("--runners", type=int, default=None, metavar="N",
                         help="measure on a pool of N runner actors spread over the cluster's nodes "
                              "(0: one per node that has the target's resource; default: one runner)")

@@ -119,12 +119,19 @@ def fuse_for_tasks(mod: Any, target: Any = None) -> Any:
     convolutions go to its `conv2d_layout` (layout transforms of the activations at the model's
     edges become tasks of their own, the weights' fold into constants). Batch norm after a conv
     goes into its weights (`fold_batch_norm`); elsewhere its decomposed tuple is unpacked
-    (`CanonicalizeBindings`), so the activation after it fuses into the conv."""
+    (`CanonicalizeBindings`), so the activation after it fuses into the conv. On CPU every fused
+    function's weight parameters are layout-free (`mark_weights_layout_free`): each schedule
+    stores its weights in its own read order, folded into the constants at compile time."""
     import tvm
     from tvm import relax
 
-    from hiertune.workloads.graph_rewrites import (clip_as_min_max, fast_math, fold_batch_norm, fold_conv_padding,
-                                                   mark_weights_layout_free)
+    from hiertune.workloads.graph_rewrites import (
+        clip_as_min_max,
+        fast_math,
+        fold_batch_norm,
+        fold_conv_padding,
+        mark_weights_layout_free,
+    )
 
     mod = fold_batch_norm(fold_conv_padding(fast_math(mod)))
     layout = conv2d_layout(target) if target is not None else None
