@@ -336,6 +336,53 @@ def test_compiled_tuned_model_loads_in_plain_tvm_and_matches_onnxruntime(convnet
 
 
 @pytest.mark.slow
+def test_cpu_models_are_tuned_cold_with_weights_prepacked_at_compile_time(convnet, tuned, target) -> None:
+    """`tune` times CPU candidates cold (single runs, weights flushed from the caches), the tasks'
+    weights are layout-free, and the tuned module holds its weights in the schedules' own layouts:
+    new constant shapes, and no kernel left that computes from constants alone at run time."""
+    import tvm
+    from tvm import relax
+
+    from hiertune.platform.compile_model import schedule_tuned
+    from hiertune.platform.records import RecordStore
+    from hiertune.platform.runners import RunnerConfig
+    from hiertune.workloads.networks import fuse_for_tasks
+
+    store = RecordStore(tuned, writer=False)
+    assert {len(m.latencies_s) for m in store.measures if m.ok} == {RunnerConfig.flush_repeat}
+    model = load_model(str(convnet), {"input": (1, 3, 16, 16)})
+    weighted = [t for t in model_workload(model, target).tasks if t.mod["main"].attrs.get("layout_free_buffers")]
+    assert any("conv2d" in t.name for t in weighted) and any("matmul" in t.name or "dense" in t.name
+                                                             for t in weighted), [t.name for t in weighted]
+
+    def constant_shapes(mod) -> set[tuple[int, ...]]:
+        shapes = set()
+
+        def visit(expr) -> None:
+            if isinstance(expr, tvm.ir.expr.Constant) and hasattr(expr.value, "shape"):
+                shapes.add(tuple(int(d) for d in expr.value.shape))
+
+        relax.analysis.post_order_visit(mod["main"], visit)
+        return shapes
+
+    def kernels_called(mod) -> set[str]:
+        names = set()
+
+        def visit(expr) -> None:
+            if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
+                names.add(expr.args[0].name_hint)
+
+        relax.analysis.post_order_visit(mod["main"], visit)
+        return names
+
+    scheduled = schedule_tuned(model, store.to_database(), target)
+    assert constant_shapes(scheduled) - constant_shapes(fuse_for_tasks(model.relax_mod, target))  # packed weights
+    called = kernels_called(scheduled)
+    assert any(name.endswith("_prepacked") for name in called), called  # kernels that read packed weights
+    assert not any("weight_prepack" in name for name in called), called  # the packing itself ran at compile time
+
+
+@pytest.mark.slow
 def test_records_of_another_target_are_refused(convnet, tuned, tmp_path) -> None:
     foreign = tmp_path / "foreign.jsonl"
     lines = []

@@ -100,12 +100,24 @@ def task_status(workload: Workload, database: Any, store: RecordStore, target: A
 
 
 def build_tuned(model: Model, database: Any, target: Any) -> Any:
-    """The model's VM executable with the database's schedules applied.
+    """The model's VM executable with the database's schedules applied (`schedule_tuned`).
 
-    The fused module (the one tasks were extracted from) goes straight to MetaScheduleApplyDatabase
-    and then to lowering. `compile_relax` would fuse a second time first, and on TVM 0.27 CPU its
-    result ran as slowly as the untuned model, so its steps are spelled out here.
+    `compile_relax` would fuse a second time first, and on TVM 0.27 CPU its result ran as slowly
+    as the untuned model, so its steps are spelled out here.
     """
+    import tvm
+    from tvm import relax
+
+    with target, tvm.transform.PassContext(opt_level=3):
+        scheduled = schedule_tuned(model, database, target)
+        return relax.build(scheduled, target=target, relax_pipeline=tvm.transform.Sequential(_lowering(target)))
+
+
+def schedule_tuned(model: Model, database: Any, target: Any) -> Any:
+    """The fused module (the one tasks were extracted from) with the database's schedules applied,
+    ready for lowering. CPU: the weight re-layouts those schedules chose (`RewriteLayout`) are split
+    out of the kernels and folded into the constants, so they run once here, not every inference.
+    GPU: tasks without records get DLight's default schedules (they must be scheduled to run at all)."""
     import tvm
     from tvm import relax
 
@@ -113,14 +125,12 @@ def build_tuned(model: Model, database: Any, target: Any) -> Any:
 
     with target, database, tvm.transform.PassContext(opt_level=3):
         scheduled = relax.transform.MetaScheduleApplyDatabase()(fuse_for_tasks(model.relax_mod, target))
-        if is_gpu_target(target):  # GPU kernels must be scheduled to run at all: DLight's defaults
+        if is_gpu_target(target):
             from tvm.s_tir import dlight as dl
 
-            scheduled = dl.ApplyDefaultSchedule(*dlight_rules())(scheduled)
-        else:
-            scheduled = tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
-                                                  relax.transform.FoldConstant()])(scheduled)
-        return relax.build(scheduled, target=target, relax_pipeline=tvm.transform.Sequential(_lowering(target)))
+            return dl.ApplyDefaultSchedule(*dlight_rules())(scheduled)
+        return tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
+                                         relax.transform.FoldConstant()])(scheduled)
 
 
 def _lowering(target: Any) -> list[Any]:
