@@ -22,7 +22,8 @@ def add_runner_args(parser: argparse.ArgumentParser, default_records: str | None
                              "GPU: parallel nvcc builds)")
     parser.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=RunnerConfig.cache_flush,
                         help="CPU: time candidates with their weights flushed from the caches before each "
-                             "run, as they run inside a model (--no-cache-flush: back-to-back runs, warm)")
+                             "run, as they run inside a model (the default; --no-cache-flush: back-to-back "
+                             "runs, warm)")
     parser.add_argument("--runners", type=int, default=None, metavar="N",
                         help="measure on a pool of N runner actors spread over the cluster's nodes "
                              "(0: one per node that has the target's resource; default: one runner)")
