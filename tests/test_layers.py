@@ -125,8 +125,7 @@ def test_tune_shows_few_options_of_its_own() -> None:
     sub = next(a for a in build_parser("tune")._actions if a.dest == "command")
     own = [a for a in sub.choices["tune"]._actions if a.option_strings and a.dest != "help"]
     shared = {"target", "records", "runner_cores", "cache_flush", "runners", "ray_address", "no_ray", "workload",
-              "network", "model",
-              "input_shape", "input_dtype", "seq_len"}
+              "network", "model", "input_shape", "input_dtype", "seq_len"}
     assert len([a for a in own if a.dest not in shared]) <= 15
 
 

@@ -33,8 +33,8 @@ class RunnerConfig:
     argument but the first (the activation a previous layer just wrote) is flushed from the caches
     before each of `flush_repeat` single runs (TVM's `cache_flush_cpu_non_first_arg`). Timed warm
     instead (False: the mean of back-to-back runs over `min_repeat_ms`, so a model's megabytes of
-    weights sit in cache), a search favours schedules that run slower inside the model: on BERT
-    the warm-tuned GEMMs ran about 1.4x their records there. GPU targets ignore it."""
+    weights sit in cache), a search ranks schedules by a speed they do not have inside the model
+    (docs/harl.md). GPU targets ignore it."""
     flush_repeat: int = 10
     """Single runs timed per candidate with `cache_flush` (their mean is the latency)."""
     build_timeout_s: float = 30.0

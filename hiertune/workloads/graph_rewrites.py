@@ -8,6 +8,9 @@ so after `ConvertLayout` each sat between two transposes in a task of its own; a
 decomposed, reaches `FuseOps` through a tuple, which stops the activation after it from fusing
 into the convolution. Together these were a quarter of MobileNetV2's tuned time, in kernels that
 only move memory (ONNX Runtime fuses all of them into its convolutions).
+
+After fusion, `mark_weights_layout_free` annotates (rewrites nothing): it lets each schedule choose
+its weights' layout, which compile then packs into the constants.
 """
 
 from __future__ import annotations
