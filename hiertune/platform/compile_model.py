@@ -108,8 +108,8 @@ def build_tuned(model: Model, database: Any, target: Any) -> Any:
     import tvm
     from tvm import relax
 
+    scheduled = schedule_tuned(model, database, target)
     with target, tvm.transform.PassContext(opt_level=3):
-        scheduled = schedule_tuned(model, database, target)
         return relax.build(scheduled, target=target, relax_pipeline=tvm.transform.Sequential(_lowering(target)))
 
 
