@@ -124,6 +124,9 @@ def test_records_stream_to_disk_during_the_run_and_apply_matches_numpy(ray_sessi
 
     reloaded = RecordStore(records)
     assert len(reloaded.trials()) == 8
+    assert {m.extra.get("timing") for m in reloaded.trials()} == {"cold"}  # the CPU runner's default
+    with pytest.raises(HiertuneError, match="timed cold.*resume it with --cache-flush"):
+        reloaded.expect_timing("warm")  # a warm resume would rank on two scales: refused
     db = reloaded.to_database()
     assert len(db.get_all_tuning_records()) == sum(m.ok for m in reloaded.trials())
 

@@ -51,6 +51,7 @@ def default_schedule(mod: Any, target: Any) -> Any:
 
 def measure_defaults(workload: Workload, target: Any, runner: Any, store: RecordStore) -> list[MeasureRecord]:
     """Measure each task's default schedule once (tasks already measured are skipped: resumable)."""
+    store.expect_timing(runner.config.timing)
     done = {m.task for m in store.trials(tuner=TUNER)}
     todo = []
     for task in workload.tasks:

@@ -35,7 +35,7 @@ from hiertune.envs.harl_env import MAX_ARMS, SKETCH_AGENT, STALL_STARTS, SUBGRAP
 from hiertune.envs.schedule_space import SpaceConfig
 from hiertune.errors import HiertuneError
 from hiertune.platform.records import MeasureRecord, RecordStore, trace_key, tuning_record_json
-from hiertune.platform.runners import MeasureInput, MeasureResult
+from hiertune.platform.runners import MeasureInput, MeasureResult, RunnerConfig
 from hiertune.policies.bandits import BanditConfig, Bandits
 from hiertune.policies.candidates import (
     CROSS_SOURCES,
@@ -137,6 +137,8 @@ class Runner(Protocol):
     """What the search needs of a runner (local actor, pool, cluster): results in input order,
     failures as values (`MeasureResult.error`), never raised."""
 
+    config: RunnerConfig  # its `timing` binds the records file
+
     def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]: ...
 
 
@@ -200,6 +202,8 @@ class HarlSearch:
         if len(self.tasks) > MAX_ARMS:
             raise HiertuneError(f"workload {workload.name} has {len(self.tasks)} tasks; HARL's bandit takes at most "
                                 f"{MAX_ARMS}: tune it in parts (--model on a sub-model) or raise envs.harl_env.MAX_ARMS")
+        if runner is not None:
+            store.expect_timing(runner.config.timing)
         for task in self.tasks:
             store.add_workload(task.name, task.mod, task.weight)
         self.spaces = [ScheduleSpace(task.mod, target, seed=config.seed + i, config=config.space)

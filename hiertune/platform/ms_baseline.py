@@ -25,6 +25,7 @@ class BaselineConfig:
 def run_baseline(workload: Workload, target: object, runner: MeasureRunner, store: RecordStore,
                  config: BaselineConfig, on_measured: Callable[[str, int], None] | None = None) -> int:
     """Tune until `config.trials` MetaSchedule trials are in the records; returns trials run now."""
+    store.expect_timing(runner.config.timing)
     done = len(store.trials(tuner=TUNER))
     remaining = config.trials - done
     if remaining <= 0:

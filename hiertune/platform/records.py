@@ -5,7 +5,7 @@ Two kinds of line, so one file is self-contained and round-trips into a MetaSche
     {"kind": "workload", "task": "GMM-S", "weight": 1, "workload": <ms Workload.as_json()>}
     {"kind": "measure", "task": "GMM-S", "key": "...", "record": <ms TuningRecord.as_json()>,
      "latencies_s": [...] | null, "error": null | "...", "build_s": .., "run_s": .., "time": ..,
-     "tuner": "harl" | "metaschedule", "trial": 7, "target": {...}}
+     "tuner": "harl" | "metaschedule", "trial": 7, "timing": "cold" | "warm", ...}
 
 A killed writer can leave a torn last line: loading skips it with a warning, never fails.
 
@@ -158,6 +158,7 @@ class RecordStore:
         self.workloads: dict[str, dict[str, Any]] = {}
         self.measures: list[MeasureRecord] = []
         self._torn_tail = False
+        self.timing: str | None = None  # stamped on appended trials once a runner is bound (expect_timing)
         if self.path.is_dir():
             raise HiertuneError(f"--records {self.path} is a directory; give a file path such as runs/gmm.jsonl")
         self.writer = writer
@@ -213,6 +214,20 @@ class RecordStore:
         return list(self.workloads)
 
     # ------------------------------------------------------------------ writing
+    def expect_timing(self, timing: str) -> None:
+        """Bind the file to the runner's way of timing ("cold" or "warm") and stamp it on every trial
+        appended from now on. A file whose trials were timed the other way is refused: a resumed
+        search would rank its schedules on two scales (a weight-heavy kernel runs faster warm, its
+        weights in cache) and `compile` would pick by the faster one. Trials written before the
+        stamp existed carry none and are taken as they are."""
+        other = {m.extra.get("timing") for m in self.measures} - {None, timing}
+        if other:
+            flag = "--no-cache-flush" if other == {"warm"} else "--cache-flush"
+            raise HiertuneError(
+                f"--records {self.path} holds trials timed {'/'.join(sorted(other))} and this runner times {timing}; "
+                f"resume it with {flag}, or give a new --records file (one file, one way of timing)")
+        self.timing = timing
+
     def _write(self, data: dict[str, Any]) -> None:
         if not self.writer:
             raise HiertuneError(f"{self.path} was opened to read only (writer=False); open it as a writer to add records")
@@ -246,6 +261,8 @@ class RecordStore:
     def append(self, record: MeasureRecord) -> None:
         if record.task not in self.workloads:
             raise HiertuneError(f"record for task {record.task!r} before its workload was stored (add_workload first)")
+        if self.timing is not None:
+            record.extra.setdefault("timing", self.timing)
         self._write(record.to_json())
         self.measures.append(record)
 

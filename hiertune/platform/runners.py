@@ -43,6 +43,12 @@ class RunnerConfig:
     placement_timeout_s: float = 60.0
     work_dir: str | None = None  # builder/runner temp files go here (TMPDIR)
 
+    @property
+    def timing(self) -> str:
+        """How this runner takes a latency, stamped on every trial it measures: "cold" (CPU with
+        `cache_flush`) or "warm"; a records file keeps to one (`RecordStore.expect_timing`)."""
+        return "cold" if self.cache_flush and self.device == "cpu" else "warm"
+
 
 @dataclass
 class MeasureInput:
@@ -132,7 +138,7 @@ class Measurer:
 
     @staticmethod
     def _evaluator(config: RunnerConfig, evaluator_config: Any) -> Any:
-        if config.cache_flush and config.device == "cpu":  # a flush only precedes a repeat: one run each
+        if config.timing == "cold":  # a flush only precedes a repeat: one run each
             return evaluator_config(number=1, repeat=config.flush_repeat, min_repeat_ms=0, enable_cpu_cache_flush=True)
         return evaluator_config(number=config.number, repeat=config.repeat, min_repeat_ms=config.min_repeat_ms,
                                 enable_cpu_cache_flush=False)
