@@ -225,9 +225,9 @@ class ScheduleState:
 
     @property
     def args_info(self) -> list[Any]:
-        from tvm.s_tir import meta_schedule as ms
+        from hiertune.workloads.tvm_support import measured_args_info
 
-        return ms.arg_info.ArgInfo.from_entry_func(self.sch.mod, remove_preproc=True)
+        return measured_args_info(self.sch)
 
 
 class ScheduleSpace:

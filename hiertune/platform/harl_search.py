@@ -151,7 +151,7 @@ class Candidate:
     key: str  # trace key: the schedule's identity in the records
 
     def measure_input(self) -> MeasureInput:
-        return MeasureInput.from_schedule(self.state.sch)
+        return MeasureInput(mod=self.state.mod, args_info=self.state.args_info)
 
 
 @dataclass

@@ -59,11 +59,9 @@ class MeasureInput:
 
     @classmethod
     def from_schedule(cls, sch: Any) -> MeasureInput:
-        from tvm.s_tir import meta_schedule as ms
+        from hiertune.workloads.tvm_support import measured_args_info
 
-        # A weight whose layout the schedule rewrote (RewriteLayout) is passed in its new layout:
-        # the builder drops the rewrite block, as MetaSchedule measures prepacked weights.
-        return cls(mod=sch.mod, args_info=ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        return cls(mod=sch.mod, args_info=measured_args_info(sch))
 
 
 @dataclass

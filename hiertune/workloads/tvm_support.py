@@ -123,6 +123,15 @@ def target_device(target: Any) -> Any:
     return tvm.device(target_device_type(target), 0)
 
 
+def measured_args_info(sch: Any) -> list[Any]:
+    """The arguments a schedule is timed with. A weight whose layout the schedule rewrote
+    (RewriteLayout) is passed in its new layout, since `fast_build` drops the rewrite block: the
+    weights come prepacked, as MetaSchedule measures them and as `compile` ships them."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+
+
 def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
     """MetaSchedule's default build without re-importing the tensor intrinsics in every worker."""
     from tvm.driver import build as tvm_build
