@@ -366,12 +366,13 @@ def summarise(summary: dict[str, Any]) -> None:
 
 
 def suite_runner_config(args: argparse.Namespace, work_dir: Path | None = None) -> Any:
-    """The one runner both tuners share. Operators are timed warm (`cache_flush` off), as
-    MetaSchedule's default evaluator times them and as every committed result of this suite was
-    timed: an operator here stands alone, with no model around it to evict its weights."""
+    """The one runner both tuners share. Operators are timed warm by default (`cache_flush` off),
+    as MetaSchedule's default evaluator times them and as every committed result of this suite was
+    timed: an operator here stands alone, with no model around it to evict its weights.
+    `--cache-flush` times cold, as `hiertune tune` times a model's tasks on CPU."""
     from hiertune.platform.runners import RunnerConfig
 
-    return RunnerConfig(target="llvm", num_cpus=args.runner_cores, cache_flush=False,
+    return RunnerConfig(target="llvm", num_cpus=args.runner_cores, cache_flush=getattr(args, "cache_flush", False),
                         work_dir=None if work_dir is None else str(work_dir))
 
 
@@ -763,7 +764,7 @@ def half_summary(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def merge_broad(paths: list[str]) -> dict[str, Any]:
     """One broad summary from runs of one half on other seeds (a file per run): a case's pairs
     join, so its ratio is the geomean over its seeds and its spread shows. Runs of different HARL
-    configurations, or the same seed twice, are refused rather than mixed."""
+    configurations or timings, or the same seed twice, are refused rather than mixed."""
     merged: dict[str, Any] = {"commands": [], "cases": {}, "merged_from": list(paths)}
     for path in paths:
         try:
@@ -775,6 +776,10 @@ def merge_broad(paths: list[str]) -> dict[str, Any]:
         if options != merged["setup"].get("harl_options", {}):
             raise SystemExit(f"--merge {path}: its HARL ran with --harl-option {options or 'none'}, "
                              f"{paths[0]} with {merged['setup'].get('harl_options') or 'none'}: merge runs of one HARL")
+        timing = part.get("setup", {}).get("timing", "warm")  # files older than --cache-flush ran warm
+        if timing != merged["setup"].get("timing", "warm"):
+            raise SystemExit(f"--merge {path}: its pairs were timed {timing}, {paths[0]}'s "
+                             f"{merged['setup'].get('timing', 'warm')}: merge runs of one timing")
         merged["commands"] += part.get("commands", [])
         for key, case in part.get("cases", {}).items():
             entry = merged["cases"].setdefault(key, {**case, "runs": []})
@@ -852,6 +857,13 @@ def run_broad(args: argparse.Namespace) -> dict[str, Any]:
     if stored != harl_options:  # one file, one HARL: a resumed half must not mix two configurations
         raise SystemExit(f"{out_path} holds pairs run with --harl-option {stored or 'none'}; "
                          f"this run asks for {harl_options or 'none'}: pass the same options or another --out")
+    timing = suite_runner_config(args).timing
+    if summary["setup"].setdefault("timing", timing if not ran else "warm") != timing:  # older files ran warm
+        raise SystemExit(f"{out_path} holds pairs timed {summary['setup']['timing']}; this run times {timing}: "
+                         f"pass {'--cache-flush' if timing == 'warm' else '--no-cache-flush'} or another --out")
+    if timing == "cold" and not args.skip_remeasure:
+        raise SystemExit("--cache-flush: the side-by-side re-timing (bench/remeasure_best.py) times warm; "
+                         "add --skip-remeasure")
     summary["setup"].setdefault("load_average_at_start", {})[args.suite] = os.getloadavg()
     target = make_target("llvm", num_cores=args.runner_cores)
     host = host_cpu()
@@ -1368,6 +1380,9 @@ def main() -> None:
     parser.add_argument("--skip-numpy", action="store_true", help="suite: no numpy sgemm comparison")
     parser.add_argument("--skip-remeasure", action="store_true", help="suite: don't re-time the winners side by side")
     parser.add_argument("--remeasure-rounds", type=int, default=31, help="suite: rounds of the side-by-side re-timing")
+    parser.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=False,
+                        help="broad suite: time candidates cold, as `hiertune tune` times a model's tasks on CPU "
+                             "(default: warm, as the suite's history; one --out, one timing)")
     parser.add_argument("--resume", action="store_true", help="suite: keep the pieces already in --out, run the rest")
     parser.add_argument("--out", default=str(SUITE_JSON), help="suite: the JSON to write (PNG beside it)")
     parser.add_argument("--work-dir", default=None, help="suite: records and temp files (default: a fresh temp dir)")

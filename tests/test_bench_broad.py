@@ -188,6 +188,9 @@ def test_a_resumed_broad_half_refuses_another_harl_configuration(bench, tmp_path
                               harl_option=["cost_model.prior=builtin"])
     with pytest.raises(SystemExit, match="--harl-option none.*cost_model.prior"):
         bench.run_broad(args)
+    args.harl_option, args.cache_flush = [], True  # a warm file resumed cold
+    with pytest.raises(SystemExit, match="timed warm; this run times cold: pass --no-cache-flush"):
+        bench.run_broad(args)
 
 
 def test_two_runs_of_a_half_merge_case_by_case_and_refuse_to_mix(bench, tmp_path):
@@ -213,6 +216,11 @@ def test_two_runs_of_a_half_merge_case_by_case_and_refuse_to_mix(bench, tmp_path
     assert bench.half_summary(merged["cases"])["case_stats"]["GRP:2"]["latency_ratio_retimed"] is None
     with pytest.raises(SystemExit, match="GRP:2 seed \\[0\\] is already"):
         bench.merge_broad([first, first])
+    cold = json.loads(open(second).read())
+    cold["setup"]["timing"] = "cold"  # a --cache-flush run
+    (tmp_path / "s1_cold.json").write_text(json.dumps(cold))
+    with pytest.raises(SystemExit, match="timed cold.*merge runs of one timing"):
+        bench.merge_broad([first, str(tmp_path / "s1_cold.json")])
     other = half(tmp_path / "p.json", 2, [3.0, 1.0], {"cost_model.prior": "builtin"})
     with pytest.raises(SystemExit, match="merge runs of one HARL"):
         bench.merge_broad([first, other])
