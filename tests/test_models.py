@@ -240,6 +240,45 @@ def test_onnx_batch_norm_goes_into_the_conv_and_still_matches_onnxruntime(tmp_pa
     assert check.reference == "ONNX Runtime" and check.ok, check
 
 
+def write_pad_conv_onnx(path: Path) -> Path:
+    """Two ONNX Pads in front of Convs, as TF / Keras exporters write "same" padding: a zero pad
+    (asymmetric, added to the conv's own pads) and a pad with the value 1, which is not padding
+    a convolution can do itself."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    arrays = {"w1": rng.standard_normal((8, 3, 3, 3)), "w2": rng.standard_normal((4, 3, 3, 3)),
+              "zero_pads": np.array([0, 0, 0, 0, 0, 0, 1, 1]), "one_pads": np.array([0, 0, 1, 1, 0, 0, 1, 1]),
+              "one": np.array(1.0)}
+    initializers = [numpy_helper.from_array(a.astype(np.int64 if "pads" in n else np.float32), n) for n, a in arrays.items()]
+    nodes = [helper.make_node("Pad", ["x", "zero_pads"], ["p1"]),
+             helper.make_node("Conv", ["p1", "w1"], ["c1"], strides=[2, 2], pads=[1, 1, 0, 0]),
+             helper.make_node("Relu", ["c1"], ["y1"]),
+             helper.make_node("Pad", ["x", "one_pads", "one"], ["p2"]),
+             helper.make_node("Conv", ["p2", "w2"], ["y2"])]
+    outputs = [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [1, 8, 8, 8]),
+               helper.make_tensor_value_info("y2", TensorProto.FLOAT, [1, 4, 16, 16])]
+    graph = helper.make_graph(nodes, "pad_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              outputs, initializers)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_onnx_zero_pad_goes_into_the_conv_and_still_matches_onnxruntime(tmp_path, target) -> None:
+    """TVM's frontend lowers Pad to a kernel of its own; the zero pad is folded into the conv's
+    padding before import (as ONNX Runtime folds it), the pad with value 1 stays a task."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.platform.compile_model import build_tuned
+
+    model = load_model(str(write_pad_conv_onnx(tmp_path / "pad_conv.onnx")))
+    names = [t.name for t in model_workload(model, target).tasks]
+    assert sum("pad" in n for n in names) == 1 and sum("conv2d" in n for n in names) == 2, names
+    check = check_outputs(model, build_tuned(model, ms.database.MemoryDatabase(), target), target)
+    assert check.reference == "ONNX Runtime" and check.ok, check
+
+
 @pytest.mark.parametrize(
     ("make_spec", "shapes", "expected"),
     [

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hiertune.errors import HiertuneError
+from hiertune.workloads.onnx_rewrites import fold_pads_into_convs
 from hiertune.workloads.tasks import BUILTIN_NETWORKS, Workload
 
 # hf:<name> -> (config class, model class, input kind): transformers architectures at their default
@@ -138,6 +139,7 @@ def _load_onnx(path: Path, shapes: dict[str, tuple[int, ...]], input_dtype: str 
         raise HiertuneError(f"--model {path} is not an ONNX model ({type(err).__name__}); "
                             "export one with torch.onnx.export or pass a .py factory") from None
     inputs = _onnx_inputs(path, proto, shapes, input_dtype)
+    fold_pads_into_convs(proto)  # the frontend lowers Pad to a kernel no Relax pass can fold
     from tvm.relax.frontend.onnx import from_onnx
 
     try:
