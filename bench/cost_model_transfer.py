@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from trace_compare import spearman  # noqa: E402
+from trace_compare import spearman
 
 OUT = Path(__file__).resolve().parent / "results" / "cost_model_transfer.json"
 ARMS = ("prior", "prior+siblings", "siblings")
