@@ -440,9 +440,18 @@ def test_records_of_another_target_are_refused(convnet, tuned, tmp_path) -> None
 
 @pytest.mark.slow
 def test_benchmark_times_every_contender(convnet, tuned, tmp_path) -> None:
+    """Also beside a live writer of the records (a `tune` still running): benchmark only reads them."""
     result = tmp_path / "bench.json"
-    out = cli("benchmark", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--records", str(tuned),
-              "--target", TARGET, "--repeats", "3", "--json", str(result), "--plot", str(tmp_path / "b.png"))
+    holder = subprocess.Popen([sys.executable, "-c", "from hiertune.platform.records import RecordStore; "
+                               f"RecordStore({str(tuned)!r}); print('holding', flush=True); import time; time.sleep(600)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        out = cli("benchmark", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--records", str(tuned),
+                  "--target", TARGET, "--repeats", "3", "--json", str(result), "--plot", str(tmp_path / "b.png"))
+    finally:
+        holder.kill()
+        holder.wait()
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads(result.read_text())
     assert data["threads"] == 1

@@ -43,7 +43,7 @@ def parse_records(items: list[str]) -> list[tuple[str, str]]:
         if not Path(path).is_file():
             raise HiertuneError(f"--records {path} does not exist; run `hiertune tune --model ...` first")
         if not label:
-            tuners = [m.tuner for m in RecordStore(path).measures]
+            tuners = [m.tuner for m in RecordStore(path, writer=False).measures]
             label = max(set(tuners), key=tuners.count) if tuners else Path(path).stem
             label = {"harl": "HARL", "metaschedule": "MetaSchedule"}.get(label, label)
         pairs.append((label, path))
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     records = parse_records(args.records)
     threads = args.threads
     if threads is None:
-        cores = [m.record[2].get("num-cores") for _, p in records for m in RecordStore(p).measures[:1]]
+        cores = [m.record[2].get("num-cores") for _, p in records for m in RecordStore(p, writer=False).measures[:1]]
         threads = int(cores[0]) if cores and cores[0] else 1
     set_threads(threads)
     console = Console()

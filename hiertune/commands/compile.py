@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     out = ensure_writable(args.out, "--out")
     if not Path(args.records).is_file():
         raise HiertuneError(f"--records {args.records} does not exist; run `hiertune tune --model ...` first")
-    store = RecordStore(args.records)
+    store = RecordStore(args.records, writer=False)  # read only: compiling beside a live `tune` is fine
     if not store.tasks():
         raise HiertuneError(f"--records {args.records} holds no tuning records; pass the file `hiertune tune` wrote")
     target = make_target(args.target)

@@ -115,7 +115,7 @@ def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], tar
     out = [_attempt(UNTUNED, lambda: _tvm_runner(build_untuned(model, target), arrays, target))]
     out[0].tasks, out[0].tuned_tasks = len(workload.tasks), 0
     for label, path in records:
-        store = RecordStore(path)
+        store = RecordStore(path, writer=False)  # read only: a live `tune` on the file keeps its lock
         check_records_target(store, target)
         database = store.to_database()
         status = task_status(workload, database, store, target)
