@@ -376,6 +376,15 @@ def suite_runner_config(args: argparse.Namespace, work_dir: Path | None = None) 
                         work_dir=None if work_dir is None else str(work_dir))
 
 
+def check_cache_flush(args: argparse.Namespace) -> None:
+    """`--cache-flush` only where the timing is written down and compared with its own kind: the
+    broad suite's pairs (`setup.timing`). The quick suite, single-workload runs and A/Bs (whose
+    arms meet the broad JSON's warm MetaSchedule bests) would time cold without saying so."""
+    if args.cache_flush and (args.suite not in (BROAD_SELECT, BROAD_REPORT) or args.space_option):
+        raise SystemExit("--cache-flush times the pairs of a broad half (--suite broad-select or broad-report, "
+                         "no --space-option); the quick suite, single workloads and A/Bs time warm: drop the flag")
+
+
 def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     from hiertune.workloads import get_workload
     from hiertune.platform.ray_runtime import RayConfig, init_ray
@@ -1381,7 +1390,7 @@ def main() -> None:
     parser.add_argument("--skip-remeasure", action="store_true", help="suite: don't re-time the winners side by side")
     parser.add_argument("--remeasure-rounds", type=int, default=31, help="suite: rounds of the side-by-side re-timing")
     parser.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=False,
-                        help="broad suite: time candidates cold, as `hiertune tune` times a model's tasks on CPU "
+                        help="broad suite's pairs: time candidates cold, as `hiertune tune` times a model's tasks on CPU "
                              "(default: warm, as the suite's history; one --out, one timing)")
     parser.add_argument("--resume", action="store_true", help="suite: keep the pieces already in --out, run the rest")
     parser.add_argument("--out", default=str(SUITE_JSON), help="suite: the JSON to write (PNG beside it)")
@@ -1404,6 +1413,7 @@ def main() -> None:
                         help="broad suite: write --out from these runs of one half on different seeds, run nothing")
     parser.add_argument("--markdown", action="store_true", help="suite: also print the README's markdown table")
     args = parser.parse_args()
+    check_cache_flush(args)
     if not args.suite:
         run_single(args)
         return

@@ -193,6 +193,19 @@ def test_a_resumed_broad_half_refuses_another_harl_configuration(bench, tmp_path
         bench.run_broad(args)
 
 
+@pytest.mark.parametrize("suite, space_option", [(None, []), ("quick", []), ("broad-select", ["episode.tracks=16"])],
+                         ids=["single", "quick", "ab"])
+def test_cache_flush_is_refused_where_the_timing_is_not_written_down(bench, suite, space_option):
+    import argparse
+
+    args = argparse.Namespace(cache_flush=True, suite=suite, space_option=space_option)
+    with pytest.raises(SystemExit, match="--cache-flush times the pairs of a broad half"):
+        bench.check_cache_flush(args)
+    args.cache_flush = False
+    bench.check_cache_flush(args)
+    bench.check_cache_flush(argparse.Namespace(cache_flush=True, suite=bench.BROAD_REPORT, space_option=[]))
+
+
 def test_two_runs_of_a_half_merge_case_by_case_and_refuse_to_mix(bench, tmp_path):
     import json
 
