@@ -115,6 +115,28 @@ class TimedRunner:
             self.measure_s += time.perf_counter() - start
 
 
+class LazyRunner:
+    """Ray and the runner actor start at the first measurement (a resumed suite may need none);
+    its `config` is known before, as a search binds its records to the runner's timing at once."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.runner: Any = None
+
+    def measure(self, inputs: list[Any]) -> list[Any]:
+        if self.runner is None:
+            from hiertune.platform.ray_runtime import RayConfig, init_ray
+            from hiertune.platform.runners import create_runner
+
+            init_ray(RayConfig())
+            self.runner = create_runner(self.config)
+        return self.runner.measure(inputs)
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+
+
 # ---------------------------------------------------------------------- one tuning run
 def records_path(work: Path, workload: str, label: str, seed: int) -> Path:
     return Path(work) / f"{workload.replace(':', '_')}_{label}_{seed}.jsonl"
@@ -387,8 +409,6 @@ def check_cache_flush(args: argparse.Namespace) -> None:
 
 def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     from hiertune.workloads import get_workload
-    from hiertune.platform.ray_runtime import RayConfig, init_ray
-    from hiertune.platform.runners import create_runner
     from hiertune.workloads.tvm_support import make_target
 
     suite = SUITES[args.suite]
@@ -427,23 +447,7 @@ def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     work_root = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="harl_vs_ms_"))
     work_root.mkdir(parents=True, exist_ok=True)
 
-    class LazyRunner:
-        """Ray and the runner actor start at the first measurement (a resumed suite may need none)."""
-
-        def __init__(self) -> None:
-            self.runner: Any = None
-
-        def measure(self, inputs: list[Any]) -> list[Any]:
-            if self.runner is None:
-                init_ray(RayConfig())
-                self.runner = create_runner(suite_runner_config(args, work_root / "tmp"))
-            return self.runner.measure(inputs)
-
-        def close(self) -> None:
-            if self.runner is not None:
-                self.runner.close()
-
-    runner = LazyRunner()
+    runner = LazyRunner(suite_runner_config(args, work_root / "tmp"))
     log = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)  # noqa: E731
     try:
         # 1. operators: HARL and MetaSchedule, alternating which goes first

@@ -252,3 +252,23 @@ def test_network_task_kinds_tell_depthwise_from_conv_in_the_cpu_layout(bench, co
     # by FLOPs: the 1x1 conv (1,024), the strided depthwise one (2,304), the 3x3 conv (27,648)
     kinds = [bench.task_kind(t, conv2d_layout(target)[1]) for t in sorted(tasks, key=lambda t: t.flops)]
     assert kinds == ["conv", "depthwise", "conv"], [(t.name, t.flops) for t in tasks]
+
+
+@pytest.mark.slow
+def test_a_quick_suite_pair_runs_both_tuners_through_the_lazy_runner(bench, ray_session, tmp_path):
+    """The quick suite's path: a runner that starts at its first measurement still names its
+    timing up front (a search binds its records to it), and one short pair runs to its ratios."""
+    import argparse
+
+    from hiertune.workloads.tvm_support import make_target
+
+    config = bench.suite_runner_config(argparse.Namespace(runner_cores=1), tmp_path / "tmp")
+    runner = bench.LazyRunner(config)
+    assert runner.runner is None and runner.config.timing == "warm"
+    try:
+        pair = bench.run_pair("GMM-S", 4, 0, runner, tmp_path, 0.5, make_target("llvm", num_cores=1))
+    finally:
+        runner.close()
+    for tuner in (bench.HARL, bench.MS):
+        assert pair[tuner]["trials"] == 4 and pair[tuner]["best_ms"] > 0, pair[tuner]
+    assert bench.run_ratios(pair)["latency_ratio"] > 0
