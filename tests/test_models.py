@@ -209,9 +209,10 @@ def test_cpu_models_fuse_padding_and_activations_into_their_convolutions(torch_f
     assert check.reference == "PyTorch" and check.ok, check
 
 
-def write_conv_bn_onnx(path: Path) -> Path:
+def write_conv_bn_onnx(path: Path, shared: bool = False) -> Path:
     """An ONNX Conv with a bias, then BatchNormalization and Relu: how an exporter that does not
-    fold batch norm writes a CNN (the ONNX importer leaves the conv's out_dtype unset)."""
+    fold batch norm writes a CNN (the ONNX importer leaves the conv's out_dtype unset). `shared`:
+    the conv's output is also a second output (through a Relu), so it is needed unnormalised."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -220,10 +221,10 @@ def write_conv_bn_onnx(path: Path) -> Path:
               "beta": rng.standard_normal(8), "mean": rng.standard_normal(8), "var": rng.uniform(0.5, 2, 8)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["n"]),
-             helper.make_node("Relu", ["n"], ["y"])]
+             helper.make_node("Relu", ["n"], ["y"])] + ([helper.make_node("Relu", ["c"], ["y2"])] if shared else [])
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 8, 8, 8]) for name in ("y", "y2")[:1 + shared]]
     graph = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
-                              [numpy_helper.from_array(a.astype(np.float32), name) for name, a in arrays.items()])
+                              outputs, [numpy_helper.from_array(a.astype(np.float32), name) for name, a in arrays.items()])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
@@ -236,6 +237,28 @@ def test_onnx_batch_norm_goes_into_the_conv_and_still_matches_onnxruntime(tmp_pa
     model = load_model(str(write_conv_bn_onnx(tmp_path / "conv_bn.onnx")))
     names = [t.name for t in model_workload(model, target).tasks]
     assert any("conv2d" in n and "relu" in n for n in names) and not any("divide" in n for n in names), names
+    check = check_outputs(model, build_tuned(model, ms.database.MemoryDatabase(), target), target)
+    assert check.reference == "ONNX Runtime" and check.ok, check
+
+
+def test_a_conv_whose_output_is_also_read_elsewhere_keeps_its_batch_norm(tmp_path, target) -> None:
+    """Folding there would run the convolution twice (once folded, once for the other reader)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from hiertune.platform.compile_model import build_tuned
+
+    from tvm import relax
+
+    from hiertune.workloads.graph_rewrites import fold_batch_norm, op_name
+
+    def convolutions(mod) -> int:
+        calls = []
+        relax.analysis.post_order_visit(mod["main"], lambda e: calls.append(isinstance(e, relax.Call)
+                                                                             and op_name(e) == "relax.nn.conv2d"))
+        return sum(calls)
+
+    model = load_model(str(write_conv_bn_onnx(tmp_path / "conv_bn_shared.onnx", shared=True)))
+    assert convolutions(model.relax_mod) == convolutions(fold_batch_norm(model.relax_mod)) == 1
     check = check_outputs(model, build_tuned(model, ms.database.MemoryDatabase(), target), target)
     assert check.reference == "ONNX Runtime" and check.ok, check
 

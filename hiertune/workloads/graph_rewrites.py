@@ -144,6 +144,20 @@ def clip_as_min_max(mod: Any) -> Any:
     return rewrite_calls(mod, rewrite)
 
 
+def shared_vars(mod: Any) -> set[Any]:
+    """The dataflow variables of `mod`'s Relax functions that more than one binding (or a block's
+    output) reads: a rewrite that replaces such a value's producer keeps the original for the others."""
+    from tvm import relax
+
+    shared = set()
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            for block in func.body.blocks:
+                if isinstance(block, relax.DataflowBlock):
+                    shared |= {var for var, users in relax.analysis.udchain(block).items() if len(users) > 1}
+    return shared
+
+
 def constant_array(expr: Any) -> Any:
     """A Relax constant's value as a numpy array (None: not a constant)."""
     value = getattr(expr, "value", None)
@@ -155,12 +169,15 @@ def fold_batch_norm(mod: Any) -> Any:
     per-channel bias) goes into those weights and one bias: conv(x, W) * s + (beta - (mean - bias)
     * s), s = gamma / sqrt(var + eps), as ONNX Runtime does. Decomposed instead, it is a subtract,
     a divide, a multiply and an add on every output element, which on a depthwise conv (9
-    multiply-adds per element) is no small part."""
+    multiply-adds per element) is no small part. A conv whose output other ops read as well stays
+    as it is: folding would add a second convolution for the batch norm's sake."""
     import numpy as np
     from tvm import relax
 
+    shared = shared_vars(mod)
+
     def rewrite(mutator: Any, call: Any) -> Any:
-        if op_name(call) != "relax.nn.batch_norm" or bool(call.attrs.training):
+        if op_name(call) != "relax.nn.batch_norm" or bool(call.attrs.training) or call.args[0] in shared:
             return call
         gamma, beta, mean, var = (constant_array(a) for a in call.args[1:])
         if any(a is None for a in (gamma, beta, mean, var)):
@@ -168,6 +185,8 @@ def fold_batch_norm(mod: Any) -> Any:
         conv, bias = bound_call(mutator, call.args[0], "relax.nn.conv2d"), 0.0
         biased = None if conv is not None else bound_call(mutator, call.args[0], "relax.add")
         if biased is not None:  # conv2d(bias=True): conv, then add a bias the importer reshaped to [1, C, 1, 1]
+            if biased.args[0] in shared:
+                return call
             reshape = bound_call(mutator, biased.args[1], "relax.reshape")
             bias = constant_array(biased.args[1] if reshape is None else reshape.args[0])
             conv = bound_call(mutator, biased.args[0], "relax.nn.conv2d")
