@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -37,6 +38,22 @@ def load_bench():
     """`load_bench("incilp_vs_exact")`: a bench script imported as a module (bench/ is not a
     package), so tests can check the functions its published numbers come from."""
     return _import_bench
+
+
+HOLD = """
+import sys, time
+{setup}
+print("holding", flush=True)
+time.sleep({seconds})
+"""
+
+
+def hold_in_subprocess(setup: str, env: dict[str, str] | None = None, seconds: int = 120) -> subprocess.Popen:
+    """A separate process that runs `setup` (taking a lock, say) and keeps it until killed or `seconds` pass."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD.format(setup=setup, seconds=seconds)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "holding"
+    return proc
 
 
 def harl_config(**settings):

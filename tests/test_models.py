@@ -243,12 +243,10 @@ def test_onnx_batch_norm_goes_into_the_conv_and_still_matches_onnxruntime(tmp_pa
 
 def test_a_conv_whose_output_is_also_read_elsewhere_keeps_its_batch_norm(tmp_path, target) -> None:
     """Folding there would run the convolution twice (once folded, once for the other reader)."""
+    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
     from hiertune.platform.compile_model import build_tuned
-
-    from tvm import relax
-
     from hiertune.workloads.graph_rewrites import fold_batch_norm, op_name
 
     def convolutions(mod) -> int:
@@ -465,11 +463,11 @@ def test_records_of_another_target_are_refused(convnet, tuned, tmp_path) -> None
 def test_benchmark_times_every_contender(convnet, tuned, tmp_path) -> None:
     """Also beside a live writer of the records (a `tune` still running): benchmark only reads them."""
     result = tmp_path / "bench.json"
-    holder = subprocess.Popen([sys.executable, "-c", "from hiertune.platform.records import RecordStore; "
-                               f"RecordStore({str(tuned)!r}); print('holding', flush=True); import time; time.sleep(600)"],
-                              stdout=subprocess.PIPE, text=True)
+    from conftest import hold_in_subprocess
+
+    holder = hold_in_subprocess(f"from hiertune.platform.records import RecordStore; RecordStore({str(tuned)!r})",
+                                seconds=600)
     try:
-        assert holder.stdout.readline().strip() == "holding"
         out = cli("benchmark", "--model", str(convnet), "--input-shape", "input:1x3x16x16", "--records", str(tuned),
                   "--target", TARGET, "--repeats", "3", "--json", str(result), "--plot", str(tmp_path / "b.png"))
     finally:

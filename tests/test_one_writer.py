@@ -11,20 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-HOLD = """
-import sys, time
-{setup}
-print("holding", flush=True)
-time.sleep(120)
-"""
-
-
-def _holder(setup: str, env: dict[str, str]) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD.format(setup=setup)], env=env,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "holding"
-    return proc
+from conftest import hold_in_subprocess
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -43,7 +30,7 @@ def unshared_env() -> dict[str, str]:
 def test_a_second_writer_of_a_records_file_is_refused_naming_the_holder(tmp_path, unshared_env):
     records = tmp_path / "same.jsonl"
     setup = f"from hiertune.platform.records import RecordStore; store = RecordStore({str(records)!r})"
-    first = _holder(setup, unshared_env)
+    first = hold_in_subprocess(setup, unshared_env)
     try:
         second = _cli(["tune", "--workload", "GMM-S", "--trials", "4", "--records", str(records), "--no-ray"],
                       unshared_env)
@@ -61,7 +48,7 @@ def test_a_second_writer_of_a_records_file_is_refused_naming_the_holder(tmp_path
 
 @pytest.mark.parametrize("ray", [False, True], ids=["no-ray", "ray-actor"])
 def test_a_run_that_would_measure_on_held_cores_is_refused_naming_the_holder(tmp_path, unshared_env, ray):
-    first = _holder("from hiertune.platform.core_claims import claim_cores; claim_cores()", unshared_env)
+    first = hold_in_subprocess("from hiertune.platform.core_claims import claim_cores; claim_cores()", unshared_env)
     try:
         start = time.monotonic()
         second = _cli(["baseline", "--workload", "GMM-S", "--trials", "4", "--records",
