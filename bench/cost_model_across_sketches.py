@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,29 +29,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trace_compare import network_task, spearman  # noqa: E402 - the case's task, built as the suite builds it
+from trace_compare import pair_schedules, readable, spearman  # noqa: E402 - the case's task, built as the suite builds it
 
 OUT = Path(__file__).resolve().parent / "results" / "cost_model_across_sketches.json"
 PRIORS = ("none", "builtin")
 MIN_SCHEDULES = 8  # a tuner's schedules a case needs (records of another task read back as none)
-
-
-def case_schedules(workload: str, harl: str, ms: str) -> tuple[int, dict[str, list[tuple[Any, float]]]]:
-    """The case's sketch count and each tuner's measured, readable schedules with their latencies."""
-    from hiertune.envs.schedule_space import ScheduleSpace
-    from hiertune.platform.records import RecordStore
-    from hiertune.workloads import get_workload
-    from hiertune.workloads.tvm_support import make_target
-
-    target = make_target("llvm", num_cores=1)
-    task = network_task(workload, target) if "/" in workload else get_workload(workload, target).tasks[0]
-    space = ScheduleSpace(task.mod, target, seed=0)
-    data = {}
-    for label, path in (("harl", harl), ("ms", ms)):
-        rows = RecordStore(path, writer=False).schedules(space, tuner="harl" if label == "harl" else "metaschedule",
-                                                         readable_only=False)
-        data[label] = [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
-    return space.num_sketches, data
 
 
 def fitted(prior: str, rows: list[tuple[Any, float]]) -> Any:
@@ -113,7 +94,8 @@ def main() -> None:
 
     result: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "cases": []}
     for i, (workload, harl, ms) in enumerate(args.pair):
-        sketches, data = case_schedules(workload, harl, ms)
+        space, schedules = pair_schedules(workload, {"harl": harl, "metaschedule": ms})
+        sketches, data = space.num_sketches, {"harl": readable(schedules["harl"]), "ms": readable(schedules["metaschedule"])}
         if min(len(rows) for rows in data.values()) < MIN_SCHEDULES:
             print(f"{workload}: fewer than {MIN_SCHEDULES} schedules of a tuner read back into its sketches "
                   f"({ {k: len(v) for k, v in data.items()} }), left out", flush=True)

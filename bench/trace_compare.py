@@ -91,6 +91,27 @@ def network_task(key: str, target: Any) -> Any:
     raise HiertuneError(f"{net} has no task {name!r}; its tasks: {', '.join(t.name for t in tasks)}")
 
 
+def pair_schedules(workload: str, paths: dict[str, str]) -> tuple[Any, dict[str, list[tuple[Any, float]]]]:
+    """The case's schedule space (built as the suite builds the task) and, per tuner of `paths`
+    ({tuner: records file}), every measured schedule read back into it as (state or None when
+    unreadable, latency in seconds)."""
+    from hiertune.envs.schedule_space import ScheduleSpace
+    from hiertune.platform.records import RecordStore
+    from hiertune.workloads import get_workload
+    from hiertune.workloads.tvm_support import make_target
+
+    target = make_target("llvm", num_cores=1)
+    task = network_task(workload, target) if "/" in workload else get_workload(workload, target).tasks[0]
+    space = ScheduleSpace(task.mod, target, seed=0)
+    return space, {tuner: RecordStore(path, writer=False).schedules(space, tuner=tuner, readable_only=False)
+                   for tuner, path in paths.items()}
+
+
+def readable(rows: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+    """The schedules that read back and ran."""
+    return [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", required=True, help="an operator (DEP:1) or a broad-report network task (bert-2l/fused_matmul3_add4)")
@@ -98,21 +119,14 @@ def main() -> None:
     parser.add_argument("--ms", required=True, help="MetaSchedule's records (.jsonl)")
     args = parser.parse_args()
 
-    from hiertune.envs.schedule_space import ScheduleSpace
-    from hiertune.platform.records import RecordStore
     from hiertune.policies.cost_model import CostModel
-    from hiertune.workloads import get_workload
-    from hiertune.workloads.tvm_support import make_target
 
-    target = make_target("llvm", num_cores=1)
-    task = network_task(args.workload, target) if "/" in args.workload else get_workload(args.workload, target).tasks[0]
-    space = ScheduleSpace(task.mod, target, seed=0)
+    space, schedules = pair_schedules(args.workload, {"harl": args.harl, "metaschedule": args.ms})
     out: dict[str, Any] = {"workload": args.workload, "sketches": space.num_sketches}
-    readable: dict[str, list[tuple[Any, float]]] = {}  # per tuner: its measured, readable schedules
+    ran: dict[str, list[tuple[Any, float]]] = {}  # per tuner: its measured, readable schedules
     bests: dict[str, Any] = {}
-    for label, path in (("harl", args.harl), ("metaschedule", args.ms)):
-        rows = RecordStore(path, writer=False).schedules(space, tuner=label, readable_only=False)
-        ok = readable[label] = [(s, t) for s, t in rows if s is not None and math.isfinite(t)]
+    for label, rows in schedules.items():
+        ok = ran[label] = readable(rows)
         best_state, best_s = bests[label] = min(ok, key=lambda p: p[1])
         out[label] = {"best_ms": best_s * 1e3, "best": describe(space, best_state),
                       "unreadable": sum(s is None for s, _ in rows),
@@ -121,7 +135,7 @@ def main() -> None:
                                          for k in sorted({s.sketch for s, _ in ok})}}
     out["distance"] = compare(space, bests["harl"][0], bests["metaschedule"][0])
     # the cost model: fit on HARL's first half, rank the second half and MetaSchedule's best
-    ok = readable["harl"]
+    ok = ran["harl"]
     half = len(ok) // 2
     model = CostModel()
     model.update([s for s, _ in ok[:half]], [t for _, t in ok[:half]])

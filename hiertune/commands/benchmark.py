@@ -9,6 +9,7 @@ process, interleaved over --repeats samples; the table gives medians, spread and
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from hiertune.commands.common import add_workload_args
 from hiertune.plotting import plot_path
@@ -28,8 +29,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-dir", default="runs/benchmark", help="folder for the exported ONNX file")
 
 
-def parse_records(items: list[str]) -> list[tuple[str, str]]:
-    """[LABEL=]FILE items as (label, file); a file's label is the tuner that wrote most of it."""
+def parse_records(items: list[str]) -> list[tuple[str, Any]]:
+    """[LABEL=]FILE items as (label, RecordStore), each file read once and read-only (a live
+    `tune` on it keeps its lock); a file's label is the tuner that wrote most of it."""
     from pathlib import Path
 
     from hiertune.errors import HiertuneError
@@ -42,11 +44,12 @@ def parse_records(items: list[str]) -> list[tuple[str, str]]:
             label, path = "", item
         if not Path(path).is_file():
             raise HiertuneError(f"--records {path} does not exist; run `hiertune tune --model ...` first")
+        store = RecordStore(path, writer=False)
         if not label:
-            tuners = [m.tuner for m in RecordStore(path, writer=False).measures]
+            tuners = [m.tuner for m in store.measures]
             label = max(set(tuners), key=tuners.count) if tuners else Path(path).stem
             label = {"harl": "HARL", "metaschedule": "MetaSchedule"}.get(label, label)
-        pairs.append((label, path))
+        pairs.append((label, store))
     return pairs
 
 
@@ -59,7 +62,6 @@ def run(args: argparse.Namespace) -> int:
     from hiertune.commands.common import check_outputs, model_from_args
     from hiertune.errors import HiertuneError
     from hiertune.platform.e2e_bench import contenders, measure, plot_bars, set_threads
-    from hiertune.platform.records import RecordStore
     from hiertune.workloads.models import model_workload
     from hiertune.workloads.tvm_support import make_target
 
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     records = parse_records(args.records)
     threads = args.threads
     if threads is None:
-        cores = [m.record[2].get("num-cores") for _, p in records for m in RecordStore(p, writer=False).measures[:1]]
+        cores = [m.record[2].get("num-cores") for _, store in records for m in store.measures[:1]]
         threads = int(cores[0]) if cores and cores[0] else 1
     set_threads(threads)
     console = Console()
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     workload = model_workload(model, target)
     console.print(f"[bold]benchmark[/] {model.name}: {len(workload.tasks)} tasks, {threads} thread(s), "
                   f"{args.repeats} interleaved repeats")
-    field = contenders(model, workload, [(label, Path(p)) for label, p in records], target, threads,
+    field = contenders(model, workload, records, target, threads,
                        Path(args.work_dir), torch_compile=not args.no_torch_compile)
     from hiertune.commands.common import progress_bar
 

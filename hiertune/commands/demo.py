@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         all_ok &= result.ok
         table.add_row(tuner, library.name, f"{sum(s.tuned for s in status)}/{len(status)}",
                       f"{result.max_abs_error:.1e}", f"{result.tolerance:.1e}", "yes" if result.ok else "NO")
-        records.append(({"harl": "HARL", "metaschedule": "MetaSchedule"}[tuner], store.path))
+        records.append(({"harl": "HARL", "metaschedule": "MetaSchedule"}[tuner], store))
     console.print(table)
     field = contenders(model, workload, records, target, 1, out)
     measure(field, args.repeats)

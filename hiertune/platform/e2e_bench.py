@@ -108,14 +108,14 @@ def _attempt(name: str, make: Callable[[], Callable[[], Any]]) -> Contender:
         return Contender(name, None, note=f"unavailable: {type(err).__name__}: {first}")
 
 
-def contenders(model: Model, workload: Any, records: list[tuple[str, Path]], target: Any, threads: int,
+def contenders(model: Model, workload: Any, records: list[tuple[str, RecordStore]], target: Any, threads: int,
                work_dir: Path, torch_compile: bool = True) -> list[Contender]:
-    """Every contender, built and run once. `records` are (label, records file) pairs."""
+    """Every contender, built and run once. `records` are (label, open records) pairs; open them
+    read-only (`writer=False`) where a live `tune` may hold the file."""
     arrays = model.random_inputs()
     out = [_attempt(UNTUNED, lambda: _tvm_runner(build_untuned(model, target), arrays, target))]
     out[0].tasks, out[0].tuned_tasks = len(workload.tasks), 0
-    for label, path in records:
-        store = RecordStore(path, writer=False)  # read only: a live `tune` on the file keeps its lock
+    for label, store in records:
         check_records_target(store, target)
         database = store.to_database()
         status = task_status(workload, database, store, target)
