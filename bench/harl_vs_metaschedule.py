@@ -779,7 +779,7 @@ def merge_broad(paths: list[str]) -> dict[str, Any]:
     join, so its ratio is the geomean over its seeds and its spread shows. Runs of different HARL
     configurations or timings, or the same seed twice, are refused rather than mixed."""
     merged: dict[str, Any] = {"commands": [], "cases": {}, "merged_from": list(paths)}
-    for path in paths:
+    for path in paths:  # (the setup kept is the first file's, with every file's host CPUs)
         try:
             part = json.loads(Path(path).read_text())
         except (OSError, ValueError) as err:
@@ -794,6 +794,8 @@ def merge_broad(paths: list[str]) -> dict[str, Any]:
             raise SystemExit(f"--merge {path}: its pairs were timed {timing}, {paths[0]}'s "
                              f"{merged['setup'].get('timing', 'warm')}: merge runs of one timing")
         merged["commands"] += part.get("commands", [])
+        hosts = merged["setup"].setdefault("host_cpus", [])  # the first file's setup, every file's hosts
+        hosts += [h for h in part.get("setup", {}).get("host_cpus", []) if h not in hosts]
         for key, case in part.get("cases", {}).items():
             entry = merged["cases"].setdefault(key, {**case, "runs": []})
             twice = {r["seed"] for r in entry["runs"]} & {r["seed"] for r in case["runs"]}

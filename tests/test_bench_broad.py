@@ -209,16 +209,17 @@ def test_cache_flush_is_refused_where_the_timing_is_not_written_down(bench, suit
 def test_two_runs_of_a_half_merge_case_by_case_and_refuse_to_mix(bench, tmp_path):
     import json
 
-    def half(path, seed, harl_curve, options=None):
+    def half(path, seed, harl_curve, options=None, host="znver4"):
         case = {"kind": "operator", "family": "GRP", "trials": 64, "seeds": [seed],
                 "runs": [_pair(bench, seed, harl_curve, [3.0, 2.0], [1.0, 2.0], [1.0, 4.0])]}
-        path.write_text(json.dumps({"commands": [f"seed {seed}"], "setup": {"harl_options": options or {}},
-                                    "cases": {"GRP:2": case}}))
+        setup = {"harl_options": options or {}, "host_cpus": [host]}
+        path.write_text(json.dumps({"commands": [f"seed {seed}"], "setup": setup, "cases": {"GRP:2": case}}))
         return str(path)
 
-    first, second = half(tmp_path / "s0.json", 0, [3.0, 1.0]), half(tmp_path / "s1.json", 1, [3.0, 2.5])
+    first, second = half(tmp_path / "s0.json", 0, [3.0, 1.0]), half(tmp_path / "s1.json", 1, [3.0, 2.5], host="znver5")
     merged = bench.merge_broad([first, second])
     assert merged["cases"]["GRP:2"]["seeds"] == [0, 1] and merged["commands"] == ["seed 0", "seed 1"]
+    assert merged["setup"]["host_cpus"] == ["znver4", "znver5"]  # every file's hosts, not the first's alone
     s = bench.half_summary(merged["cases"])
     assert s["family_latency_ratio"]["GRP"] == pytest.approx(math.sqrt(0.5 * 1.25))  # over both seeds
     assert s["case_stats"]["GRP:2"]["spread"]["ms_best_max_over_min"] == pytest.approx(1.0)
