@@ -92,7 +92,7 @@ def main() -> None:
         raise SystemExit(f"--records {args.records}: no records files match")
     rows: list[dict[str, Any]] = []
     for family, files in tqdm(sorted(by_family.items()), desc="operators"):
-        space, runs, pool = load_operator(family, files, target)
+        _, runs, pool = load_operator(family, files, target)
         rng = np.random.default_rng(0)
         sources = rng.choice(len(runs), size=min(args.runs_per_operator, len(runs)), replace=False)
         features: dict = {}  # shared across variants: extraction dominates the time

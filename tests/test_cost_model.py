@@ -79,7 +79,7 @@ def test_model_learns_the_ranking(measured):
 def test_a_prior_of_measured_schedules_ranks_before_any_measurement_and_only_on_its_target(measured, tmp_path):
     """A prior holds another run's measured schedules: the model is trained on them before the
     tuned task has a trial, and the tuned task's own measurements still retrain it."""
-    space, states, lat = measured
+    _, states, lat = measured
     path = tmp_path / "prior.npz"
     save_prior(path, {"GMM:0": (CostModel().features(states[:44]), list(lat[:44]))}, "llvm")
     tasks, kind = load_prior(path)
@@ -107,7 +107,7 @@ def test_the_prior_setting_names_the_shipped_file_none_or_a_path_in_any_case():
 
 
 def test_predict_batch_of_64_and_failed_measurements(measured):
-    space, states, lat = measured
+    _, states, lat = measured
     model = CostModel()
     lats = list(lat[:30])
     lats[0], lats[1] = math.inf, None  # failed builds/runs

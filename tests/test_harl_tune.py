@@ -60,7 +60,7 @@ def best_schedule_matches_numpy(store: RecordStore, task: str) -> None:
 def test_tune_writes_records_resumes_and_best_compiles(tmp_path, runner) -> None:
     path = tmp_path / "gmm.jsonl"
     workload = get_workload("GMM-S")
-    search, first = run_harl(workload, RecordStore(path), runner, trials=16)
+    _, first = run_harl(workload, RecordStore(path), runner, trials=16)
     assert first.new_trials == 16 and first.trials == 16
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     measures = [line for line in lines if line["kind"] == "measure"]
@@ -92,7 +92,7 @@ def test_two_task_workload_spreads_trials(tmp_path, runner) -> None:
     other.weight = 2
     workload = Workload(name="two-gemms", tasks=[small, other])
     store = RecordStore(tmp_path / "two.jsonl")
-    search, result = run_harl(workload, store, runner, trials=20, topk=4)
+    _, result = run_harl(workload, store, runner, trials=20, topk=4)
     assert result.trials == 20
     assert all(n >= 4 for n in result.task_trials.values()), result.task_trials
     assert sum(result.task_trials.values()) == 20

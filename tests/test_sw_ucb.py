@@ -71,7 +71,7 @@ def test_window_forgets_old_rewards() -> None:
     for _ in range(tau - 1):
         assert choose(module, window) == 1
         window.record(1, 1.0)
-    means, counts = window.stats()
+    _, counts = window.stats()
     assert counts.tolist() == [0.0, 4.0]  # arm 0's pull fell out of the window
     assert choose(module, window) == 0  # so it is tried again despite arm 1's perfect record
     # without forgetting (a window longer than the history) arm 1 keeps winning

@@ -406,7 +406,6 @@ class PointerNet(nn.Module):
     @staticmethod
     def item_dyn(share_over_target: torch.Tensor, cum: torch.Tensor, glob: torch.Tensor) -> torch.Tensor:
         """Per-item running features [B, N+1, D]: how the open stage would look after taking it."""
-        b, n = share_over_target.shape
         a = share_over_target
         after = cum.unsqueeze(1) + a
         node = torch.stack([a, after, torch.relu(after - 1.0), torch.zeros_like(a), torch.zeros_like(a)], -1)
