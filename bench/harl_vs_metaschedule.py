@@ -779,7 +779,7 @@ def merge_broad(paths: list[str]) -> dict[str, Any]:
     join, so its ratio is the geomean over its seeds and its spread shows. Runs of different HARL
     configurations or timings, or the same seed twice, are refused rather than mixed."""
     merged: dict[str, Any] = {"commands": [], "cases": {}, "merged_from": list(paths)}
-    for path in paths:  # (the setup kept is the first file's, with every file's host CPUs)
+    for path in paths:
         try:
             part = json.loads(Path(path).read_text())
         except (OSError, ValueError) as err:

@@ -9,10 +9,13 @@ process, interleaved over --repeats samples; the table gives medians, spread and
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hiertune.commands.common import add_workload_args
 from hiertune.plotting import plot_path
+
+if TYPE_CHECKING:
+    from hiertune.platform.records import RecordStore
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -29,12 +32,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-dir", default="runs/benchmark", help="folder for the exported ONNX file")
 
 
-def parse_records(items: list[str]) -> list[tuple[str, Any]]:
+def parse_records(items: list[str]) -> list[tuple[str, RecordStore]]:
     """[LABEL=]FILE items as (label, RecordStore), each file read once and read-only (a live
     `tune` on it keeps its lock); a file's label is the tuner that wrote most of it."""
     from pathlib import Path
 
     from hiertune.errors import HiertuneError
+    from hiertune.platform.e2e_bench import TUNER_LABELS
     from hiertune.platform.records import RecordStore
 
     pairs = []
@@ -48,7 +52,7 @@ def parse_records(items: list[str]) -> list[tuple[str, Any]]:
         if not label:
             tuners = [m.tuner for m in store.measures]
             label = max(set(tuners), key=tuners.count) if tuners else Path(path).stem
-            label = {"harl": "HARL", "metaschedule": "MetaSchedule"}.get(label, label)
+            label = TUNER_LABELS.get(label, label)
         pairs.append((label, store))
     return pairs
 

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from hiertune.commands.common import ensure_writable, progress_bar
     from hiertune.errors import HiertuneError
     from hiertune.platform.compile_model import check_outputs, compile_records
-    from hiertune.platform.e2e_bench import contenders, measure, plot_bars, set_threads
+    from hiertune.platform.e2e_bench import TUNER_LABELS, contenders, measure, plot_bars, set_threads
     from hiertune.platform.harl_search import TUNER as HARL, HarlConfig, HarlSearch
     from hiertune.platform.ms_baseline import TUNER as MS, BaselineConfig, run_baseline
     from hiertune.platform.ray_runtime import RayConfig, init_ray
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         all_ok &= result.ok
         table.add_row(tuner, library.name, f"{sum(s.tuned for s in status)}/{len(status)}",
                       f"{result.max_abs_error:.1e}", f"{result.tolerance:.1e}", "yes" if result.ok else "NO")
-        records.append(({"harl": "HARL", "metaschedule": "MetaSchedule"}[tuner], store))
+        records.append((TUNER_LABELS[tuner], store))
     console.print(table)
     field = contenders(model, workload, records, target, 1, out)
     measure(field, args.repeats)

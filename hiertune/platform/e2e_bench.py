@@ -27,6 +27,7 @@ UNTUNED = "TVM untuned"
 EAGER = "PyTorch eager"
 TORCH_COMPILE = "torch.compile"
 ORT = "ONNX Runtime"
+TUNER_LABELS = {"harl": "HARL", "metaschedule": "MetaSchedule"}  # records' tuner -> contender label ("TVM + HARL")
 
 
 @dataclass
