@@ -313,3 +313,27 @@ def test_stall_rounds_explore_after_rounds_without_a_new_best_and_resume(tmp_pat
         make_search(tmp_path, stall_rounds=-1)
     with pytest.raises(HiertuneError, match="episode.stall_starts.*fills or elites"):
         make_search(tmp_path, stall_rounds=1, stall_starts="random")
+
+
+def test_sibling_slots_measure_other_tasks_best_schedules_refitted(tmp_path) -> None:
+    from hiertune.workloads import Workload
+
+    target = make_target("llvm")
+    tasks = [get_workload(name, target).tasks[0] for name in ("GMM-S", "GMM-M")]
+    config = harl_config(tracks=4, lam=3, min_tracks=2, max_steps=6, epsilon=0.0, sibling_slots=2)
+    search = HarlSearch(Workload("two-gemms", tasks), target, None, RecordStore(tmp_path / "r.jsonl"), config)
+    first = search.propose(4)
+    assert search.env.task == 0 and not search.round_transfers  # nothing measured elsewhere yet
+    observe_latencies(search, [c.state for c in first], [1e-3 * (i + 1) for i in range(4)])
+    chosen = search.propose(4)
+    assert search.env.task == 1 and len(chosen) == 4 and len({c.key for c in chosen}) == 4
+    transfers = [c for c in chosen if c.key in search.round_transfers]
+    assert len(transfers) == 2 and transfers == chosen[2:]  # the last slots
+    sources = {c.state.decisions for c in first[:2]}  # the other task's two fastest, refitted
+    refit = {search.spaces[1].transfer(c.state).decisions for c in first[:2]}
+    assert {c.state.decisions for c in transfers} <= refit and refit != sources
+    search.observe(chosen, [MeasureResult(latencies_s=[1e-3]) for _ in chosen])
+    record = search.store.trials(tasks[1].name, tuner="harl")[-1]
+    assert record.extra.get("transfer") is True
+    with pytest.raises(HiertuneError, match="candidates.sibling_slots"):
+        harl_config(sibling_slots=8, topk=8).validate()

@@ -436,3 +436,37 @@ def test_a_sketch_out_of_fresh_fills_repeats_an_earlier_one(gmm):
             fresh.random_state(0, np.random.default_rng(0))
     finally:
         gmm.config = replace(gmm.config, random_fill_tries=tries)
+
+
+@pytest.mark.parametrize("factors, extent", [((4, 2, 8, 16), 512), ((4, 2, 8, 16), 448), ((1, 7, 1, 8), 224),
+                                             ((2, 3), 7), ((64, 1, 1, 1), 1)])
+def test_fit_tile_keeps_the_product_and_the_inner_levels_where_they_divide(factors, extent):
+    from hiertune.envs.schedule_space import fit_tile
+
+    fitted = fit_tile(factors, extent, 64)
+    assert math.prod(fitted) == extent and len(fitted) == len(factors)
+    assert all(f <= d for f, d in zip(fitted[1:], factors[1:]))  # inner levels never grow
+    if extent % factors[-1] == 0:
+        assert fitted[-1] == factors[-1]
+    assert fit_tile(factors, math.prod(factors), 64) == tuple(factors)  # same extent: unchanged
+    assert fit_tile((1, 1, 128), 256, 16)[-1] == 16  # the innermost cap holds
+
+
+def test_transfer_replays_another_shapes_schedule_with_its_inner_tiles(gmm, target):
+    from tvm.s_tir.meta_schedule.testing.te_workload import create_te_workload
+
+    from hiertune.envs.schedule_space import ScheduleSpace
+
+    other = ScheduleSpace(create_te_workload("GMM", 1), target, seed=0)  # 1x512x512x512
+    source = other.random_state(0, np.random.default_rng(3))
+    moved = gmm.transfer(source)
+    assert moved is not None and moved.space is gmm
+    donor, sk = other.sketches[source.sketch], gmm.sketches[moved.sketch]
+    for slot, extent in zip(sk.tile_slots, sk.tile_extents):
+        assert math.prod(moved.decisions[slot]) == extent
+        if extent % source.decisions[slot][-1] == 0:
+            assert moved.decisions[slot][-1] == source.decisions[slot][-1]
+    assert [moved.decisions[s] for s in sk.cat_slots] == [source.decisions[s] for s in donor.cat_slots]
+    check_gmm(moved, target)
+    c1d = ScheduleSpace(create_te_workload("C1D", 0), target, seed=0)
+    assert c1d.transfer(source) is None  # a conv's sketches sample other decisions: nothing fits

@@ -93,6 +93,31 @@ class SpaceConfig:
     #   (a 7 out of 56 in one edit; False: the smallest prime only, the paper's edit)
 
 
+def decision_structure(kinds: Sequence[tuple[Any, ...]]) -> tuple[tuple[Any, ...], ...]:
+    """A sketch's decision kinds without the names of the blocks compute locations place: what two
+    tasks' sketches must share for one's decisions to mean the same in the other (block names
+    differ between a network's fused tasks of one operator kind)."""
+    return tuple(kind[:1] if kind[0] == SAMPLE_LOCATION else kind for kind in kinds)
+
+
+def fit_tile(factors: Sequence[int], extent: int, max_innermost: int) -> tuple[int, ...]:
+    """A tile split of another loop re-fitted to `extent`: from the innermost level out, each level
+    the largest divisor of what is left that is at most the donor's factor (and the innermost at
+    most `max_innermost`, when positive); the outermost level takes the rest. Inner levels decide
+    vector width and register blocking, so they are kept closest; a loop of another length changes
+    the outer trip count first."""
+    fitted = [1] * len(factors)
+    rest = int(extent)
+    for level in range(len(factors) - 1, 0, -1):
+        cap = int(factors[level])
+        if level == len(factors) - 1 and max_innermost > 0:
+            cap = min(cap, max_innermost)
+        fitted[level] = max(d for d in range(1, min(cap, rest) + 1) if rest % d == 0)
+        rest //= fitted[level]
+    fitted[0] = rest
+    return tuple(fitted)
+
+
 def _py(value: Any) -> Any:
     """A TVM decision as plain Python: ints and tuples of ints."""
     if hasattr(value, "value"):
@@ -426,6 +451,31 @@ class ScheduleSpace:
             return None
         parallel = state.parallel_extent if target.parallel_default is not None else None
         return self.replay(sketch, state.decisions, parallel)
+
+    def transfer(self, source: ScheduleState) -> ScheduleState | None:
+        """Another task's schedule replayed in this task: in the first sketch that samples the same
+        kinds of decisions in the same order, each tile split re-fitted to this task's loop extent
+        (`fit_tile`), the other decisions (unroll, compute locations) kept; None when no sketch
+        matches or the replay fails. The sketch of the donor's index is tried first.
+
+        A network's tasks of one operator kind share their sketch structure and differ in loop
+        extents, and what makes a schedule fast there (the inner vector and register tiles, the
+        unroll depth, where the producer is computed) carries from one layer to the next: the
+        transfer-tuning observation. A sibling's refined schedule is a far better start than a
+        random fill of the same sketch."""
+        donor = source.space.sketches[source.sketch] if source.space is not None else None
+        if donor is None:
+            return None
+        structure = decision_structure(donor.decision_kinds)
+        # the donor's own sketch index first: a network's tasks of one kind list their sketches alike
+        for sk in sorted(self.sketches, key=lambda sk: sk.index != donor.index):
+            if decision_structure(sk.decision_kinds) != structure:
+                continue
+            decisions = list(source.decisions)
+            for slot, extent, inner in zip(sk.tile_slots, sk.tile_extents, sk.tile_max_innermost):
+                decisions[slot] = fit_tile(decisions[slot], extent, inner)
+            return self.replay(sk.index, decisions, None)
+        return None
 
     def random_state(self, sketch: int, rng: np.random.Generator) -> ScheduleState:
         """A random fill of a sketch: its trace replayed with fresh random decisions. When every

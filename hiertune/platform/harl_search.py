@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -53,6 +54,8 @@ from hiertune.workloads import Workload
 TUNER = "harl"
 ELITE_POOL = 32  # best measured states kept per task and sketch as track starts
 TRANSPLANT_TRIES = 8  # best measured states tried per cross-sketch transplant slot
+SIBLING_SOURCES = 2  # best measured states per other task offered to `candidates.sibling_slots`
+TRANSFERS_KEPT = 256  # transferred states remembered (a replay each), least recently used dropped
 
 
 @dataclass
@@ -107,6 +110,7 @@ class HarlConfig:
              f"one of {', '.join(TRACK_POLICIES)}"),
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
+            ("candidates.sibling_slots", c.sibling_slots, 0 <= c.sibling_slots < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.cross_source", c.cross_source, c.cross_source in CROSS_SOURCES, f"one of {', '.join(CROSS_SOURCES)}"),
         ]
         for name, value, ok, rule in checks:
@@ -227,6 +231,8 @@ class HarlSearch:
         self.spread_round = False  # this round's tracks covered every sketch of its task
         self.stalled = [0] * len(self.tasks)  # searched rounds in a row without a new best, per task
         self.explore_round = False  # this round is a stalled task's exploration round (`episode.stall_rounds`)
+        self.round_transfers: set[str] = set()  # keys of this round's sibling transfers (`sibling_slots`)
+        self._transfers: OrderedDict[tuple[int, int, tuple], Any] = OrderedDict()  # (to, from, state key) -> state | None
         self._resume()
 
     # ------------------------------------------------------------------ the strategy's two phases
@@ -255,6 +261,7 @@ class HarlSearch:
                 random_fill=lambda: self.spaces[task].random_state(self.env.sketch, self.rng),
                 distance=decision_distance, min_distance=self.config.candidates.min_distance,
             )
+        pairs = self._with_sibling_transfers(task, pairs, k)
         return [Candidate(task, state, key) for state, key in pairs]
 
     def observe(self, candidates: list[Candidate], results: list[MeasureResult]) -> None:
@@ -402,6 +409,7 @@ class HarlSearch:
             time=time.time(), tuner=TUNER, trial=self.trials_done() + 1,
             extra={"sketch": int(candidate.state.sketch), "round": round_id, "searched": self.searched_sketch,
                    **({"spread": True} if self.spread_round else {}),
+                   **({"transfer": True} if candidate.key in self.round_transfers else {}),
                    **({"explore": True} if self.explore_round else {})},
         )
 
@@ -475,6 +483,45 @@ class HarlSearch:
             if key is not None and key not in seen:
                 return moved, key
         return None
+
+    def _with_sibling_transfers(self, task: int, pairs: list[Pair], k: int) -> list[Pair]:
+        """The round's batch with its last `candidates.sibling_slots` given to the best-predicted
+        transfers of the other tasks' best schedules (`ScheduleSpace.transfer`) not yet measured here;
+        the batch as it was where the run has one task or no transfer is new."""
+        n = min(self.config.candidates.sibling_slots, k)
+        self.round_transfers = set()
+        if not n or len(self.tasks) == 1:
+            return pairs
+        kept = pairs[: k - n]
+        seen = self.measured[task] | {key for _, key in kept}
+        offered: dict[str, Any] = {}
+        for other, pools in enumerate(self.best_states):
+            if other == task:
+                continue
+            for _, state in sorted((pair for pool in pools.values() for pair in pool), key=lambda pair: pair[0])[:SIBLING_SOURCES]:
+                moved = self._transfer(task, other, state)
+                if moved is not None and moved[1] not in seen:
+                    offered[moved[1]] = moved[0]
+        if not offered:
+            return pairs
+        keys = list(offered)
+        order = np.argsort(-np.asarray(self._score(task, [offered[key] for key in keys])), kind="stable")[:n]
+        chosen = [(offered[keys[i]], keys[i]) for i in order]
+        self.round_transfers = {key for _, key in chosen}
+        return kept + chosen + [pair for pair in pairs[k - n:] if pair[1] not in self.round_transfers][: n - len(chosen)]
+
+    def _transfer(self, task: int, other: int, state: Any) -> Pair | None:
+        """`other`'s measured `state` replayed in `task` with its key (None: no sketch fits), remembered."""
+        memo = (task, other, state.key)
+        if memo in self._transfers:
+            self._transfers.move_to_end(memo)
+            return self._transfers[memo]
+        moved = self.spaces[task].transfer(state)
+        pair = None if moved is None else (moved, trace_key(moved.trace))
+        self._transfers[memo] = pair
+        if len(self._transfers) > TRANSFERS_KEPT:
+            self._transfers.popitem(last=False)
+        return pair
 
     def _spread_pairs(self, task: int, k: int) -> list[Pair]:
         """A spread round's batch: the same share of slots for every sketch, each its best predicted.
