@@ -129,11 +129,12 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-epsilon": {"candidates.epsilon": 0.0},
     "uniform-edits": {"ppo.track_policy": "uniform"},
     "no-prior": {"cost_model.prior": None},
+    "no-sibling-transfer": {"candidates.sibling_slots": 0},
     # the seed paper's search: random-fill starts, one prime factor per tile edit, greedy top-K,
-    # one sketch per bandit step, rewards as earned
+    # one sketch per bandit step, rewards as earned, each task searched on its own
     "paper": {"episode.elite_fraction": 0.0, "episode.start_pool": 1, "space.whole_tile_moves": False,
               "candidates.epsilon": 0.0, "bandit.sketch_warmup": False, "bandit.sketch_renormalise": False,
-              "cost_model.prior": None},
+              "cost_model.prior": None, "candidates.sibling_slots": 0},
 }
 
 

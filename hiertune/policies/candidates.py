@@ -38,11 +38,13 @@ class CandidateConfig:
     differ). A fill compares a sketch by schedules far slower than the task's best; a transplant
     compares it at the best's own tiles, so the sketch bandit sees what the other sketch does with
     the refinement the searched one already has."""
-    sibling_slots: int = 0
+    sibling_slots: int = 2
     """Measured slots per round for the best schedules of the run's other tasks, transferred into
     this one (`ScheduleSpace.transfer`: same sketch structure, tile splits re-fitted to this task's
-    loops), best predicted first. Only a run of several tasks (a network) has any; a task whose
-    sibling transfers are all measured or none fits fills its slots as before."""
+    loops), best predicted first. A network's layers of one kind share what makes them fast, and a
+    task gets few rounds of its own; 0 (`--ablation no-sibling-transfer`, the paper) measures only
+    the task's own search. Only a run of several tasks has siblings; a task whose transfers are all
+    measured or none fits fills its slots as before."""
     min_distance: int = 1
     """Decisions in which every two top-K picks of a round must differ (a sketch apart counts as
     all); a closer pick is deferred until the round runs out of others. The tracks walk one edit
