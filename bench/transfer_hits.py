@@ -16,39 +16,29 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hiertune.platform.records import MeasureRecord
 
 
-def read_trials(path: Path) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def read_trials(path: Path) -> tuple[list[MeasureRecord], dict[str, int]]:
     """The HARL trials of a records file in trial order, and each task's weight."""
-    trials, weights = [], {}
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if row.get("kind") == "workload":
-            weights[row["task"]] = int(row.get("weight", 1))
-            continue
-        if "record" not in row:
-            continue
-        if row.get("tuner", "harl") == "harl":
-            trials.append(row)
-    return trials, weights
+    from hiertune.platform.harl_search import TUNER as HARL
+    from hiertune.platform.records import RecordStore
+
+    store = RecordStore(path, writer=False)
+    return store.trials(tuner=HARL), {task: int(w.get("weight", 1)) for task, w in store.workloads.items()}
 
 
-def latency(row: dict[str, Any]) -> float:
-    times = row.get("latencies_s")
-    return sum(times) / len(times) if times and not row.get("error") else math.inf
-
-
-def per_task(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def per_task(trials: list[MeasureRecord]) -> dict[str, dict[str, Any]]:
     """Per task: its best, transfers measured, transfers that set a new best, final best a transfer?"""
     tasks: dict[str, dict[str, Any]] = {}
     for row in trials:
-        t = tasks.setdefault(row["task"], {"best_s": math.inf, "trials": 0, "transfers": 0, "transfer_hits": 0,
-                                           "best_is_transfer": False})
+        t = tasks.setdefault(row.task, {"best_s": math.inf, "trials": 0, "transfers": 0, "transfer_hits": 0,
+                                        "best_is_transfer": False})
         t["trials"] += 1
-        value, is_transfer = latency(row), bool(row.get("transfer"))
+        value, is_transfer = row.mean_s, bool(row.extra.get("transfer"))
         t["transfers"] += is_transfer
         if value < t["best_s"]:
             t["transfer_hits"] += is_transfer and t["trials"] > 1

@@ -450,11 +450,15 @@ class HarlSearch:
             if terminateds.get("__all__"):
                 return episode
 
+    def _ranked(self, task: int, pairs: list[Pair]) -> list[Pair]:
+        """(state, key) pairs of `task`, best predicted first (ties in the given order)."""
+        order = np.argsort(-np.asarray(self._score(task, [state for state, _ in pairs])), kind="stable")
+        return [pairs[i] for i in order]
+
     def _ranked_fills(self, task: int, sketch: int, count: int) -> list[Pair]:
         """`count` random fills of a sketch with their trace keys, best predicted first."""
         fills = [self.spaces[task].random_state(sketch, self.rng) for _ in range(count)]
-        order = np.argsort(-np.asarray(self._score(task, fills)), kind="stable")
-        return [(fills[i], trace_key(fills[i].trace)) for i in order]
+        return self._ranked(task, [(fill, trace_key(fill.trace)) for fill in fills])
 
     def _other_sketch_fills(self, task: int, n: int, seen: set[str]) -> list[Pair]:
         """n schedules of the task's other sketches, round-robin over them: each the transplant of
@@ -505,9 +509,7 @@ class HarlSearch:
                     offered[moved[1]] = moved[0]
         if not offered:
             return pairs
-        keys = list(offered)
-        order = np.argsort(-np.asarray(self._score(task, [offered[key] for key in keys])), kind="stable")[:n]
-        chosen = [(offered[keys[i]], keys[i]) for i in order]
+        chosen = self._ranked(task, [(state, key) for key, state in offered.items()])[:n]
         self.round_transfers = {key for _, key in chosen}
         return kept + chosen + [pair for pair in pairs[k - n:] if pair[1] not in self.round_transfers][: n - len(chosen)]
 
