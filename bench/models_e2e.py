@@ -48,7 +48,8 @@ MODELS = {
 # Named with --models only (not part of quick's set): fewer tasks, for a short GPU run, and models
 # kept out of the quick set to check an option chosen there.
 EXTRA_MODELS = {"tiny-convnet": ["--model", "tiny-convnet"], "resnet-18": ["--model", "resnet18"],
-                "vit-2l": ["--model", "hf:vit-base", "--layers", "2"]}
+                "vit-2l": ["--model", "hf:vit-base", "--layers", "2"],
+                "vit-s384-2l": ["--model", str(ROOT / "bench" / "models" / "vit_small_384.py") + ":make"]}
 MS_ROUND = 64  # tune_relax's num_trials_per_iter
 # What each tuner name runs: `hiertune tune` (HARL as a user gets it), HARL without its shipped
 # cost-model prior (the prior's A/B on whole models), HARL with `--harl-config`'s settings (any

@@ -1,7 +1,8 @@
 """One task's HARL schedule space over MetaSchedule: sketches, schedule states, edits, observations.
 
 A *sketch* is one of MetaSchedule's design spaces for the task (post-order-apply of the target's
-schedule rules). A *schedule state* is a sketch plus its sampling decisions
+schedule rules), or one of them generated after padding the task's awkward GEMM loops (`padding`;
+the trace then starts with PadEinsum). A *schedule state* is a sketch plus its sampling decisions
 (SamplePerfectTile / SampleCategorical / SampleComputeLocation, in trace order) plus the value of
 the root block's `meta_schedule.parallel` annotation; it holds the replayed, post-processed
 `s_tir.Schedule`. Every new state is made the same way: the sketch's instructions with the
@@ -54,6 +55,7 @@ import numpy as np
 
 from hiertune.envs import edit_actions as ea
 from hiertune.envs import gpu_threads
+from hiertune.envs import padding
 from hiertune.envs import tir_loops
 from hiertune.errors import HiertuneError
 
@@ -61,6 +63,7 @@ SAMPLE_TILE = "SamplePerfectTile"
 SAMPLE_CATEGORICAL = "SampleCategorical"
 SAMPLE_LOCATION = "SampleComputeLocation"
 PARALLEL_ANN = "meta_schedule.parallel"
+TILING_ANN = "meta_schedule.tiling_structure"  # MultiLevelTiling marks the block it tiles
 
 # Observation layout (all entries roughly in [0, 1]):
 #   tile levels   MAX_TILE_INSTS x MAX_TILE_LEVELS  log2(factor) / log2(loop extent)
@@ -91,6 +94,10 @@ class SpaceConfig:
     #   prime at a time, the paper's edit; the whole-move actions are then masked)
     largest_prime_moves: bool = False  # tile edits may also move a level's largest prime factor
     #   (a 7 out of 56 in one edit; False: the smallest prime only, the paper's edit)
+    pad_multiple: int = 8  # a GEMM-like task whose tiled block has a long spatial loop without a
+    #   divisor near this (ViT's 197 tokens) also gets its sketches on the loops padded up to a
+    #   multiple of it (`envs.padding`; MetaSchedule tiles only by exact divisors). 8: a row block
+    #   of a register tile or an AVX vector. 0: the task's own sketches only (MetaSchedule's, the paper's)
 
 
 def decision_structure(kinds: Sequence[tuple[Any, ...]]) -> tuple[tuple[Any, ...], ...]:
@@ -217,6 +224,9 @@ class Sketch:
     #   attributes (tile levels and innermost cap, categorical size, placed block), in trace order
     tile_extents: tuple[int, ...] = ()  # the loop extent each SamplePerfectTile splits
     thread_ranges: tuple[gpu_threads.ThreadRange, ...] = ()  # GPU sketches: threads per block allowed
+    tiled_block: str | None = None  # the block MultiLevelTiling tiled (None: no such block)
+    padded: bool = False  # the trace starts with PadEinsum (`SpaceConfig.pad_multiple`)
+    design_mod: Any = field(default=None, repr=False, compare=False)  # the program the design space was generated on
 
 
 @dataclass(eq=False)
@@ -292,11 +302,13 @@ class ScheduleSpace:
         self.postprocs = list(self.ctx.space_generator.postprocs)
         if not spaces:
             raise HiertuneError(f"target {target.kind.name}: MetaSchedule generated no sketch for this task")
-        self.sketches = [self._read_sketch(i, s) for i, s in enumerate(spaces)]
         self.flops = float(tvm.s_tir.analysis.estimate_tir_flops(self.mod))
         self._memo: OrderedDict[tuple, ScheduleState | None] = OrderedDict()
-        self._consumer_cache: dict[str, list[str]] = {}
+        self._consumer_cache: dict[tuple[bool, str], list[str]] = {}
         self.stats = {"replays": 0, "failed": 0, "thread_extent": 0, "repeated_fills": 0}
+        self.sketches = [self._read_sketch(i, s.trace, s.mod) for i, s in enumerate(spaces)]
+        if self.config.pad_multiple > 1:
+            self.sketches += self._padded_sketches(target)
         self._fills: dict[int, list[ScheduleState]] = {}  # per sketch: its last FILLS_KEPT random fills
         self.bounds_threads = is_gpu_target(target)  # only GPU rules bound a block's threads
 
@@ -305,8 +317,41 @@ class ScheduleSpace:
         return len(self.sketches)
 
     # ------------------------------------------------------------------ sketches
-    def _read_sketch(self, index: int, space: Any) -> Sketch:
-        trace = space.trace
+    def _padded_sketches(self, target: Any) -> list[Sketch]:
+        """The task's design spaces again, generated on its program with the tiled block's awkward
+        loop lengths padded (`padding`), each trace prefixed by the padding so it replays on the
+        task itself; [] when nothing is worth padding. A padded sketch that does not replay with
+        its own sampled decisions is left out (a sketch that never fills would stop the search)."""
+        from tvm import s_tir
+        from tvm.s_tir import meta_schedule as ms
+
+        # the multi-level-tiled block only: a reduction's rfactor split (softmax, layer norm) tiles
+        # no rows into registers, and padding it would double its sketches for nothing
+        tiled = next((sk.tiled_block for sk in self.sketches if sk.tiled_block), None)
+        padded = padding.pad_block(self.mod, tiled, self.config.pad_multiple) if tiled else None
+        if padded is None:
+            return []
+        try:
+            spaces = ms.TuneContext(
+                mod=padded.mod, target=target, space_generator="post-order-apply",
+                search_strategy="evolutionary", num_threads=self.config.num_threads, rand_state=self.config.seed,
+            ).generate_design_space()
+        except Exception:  # noqa: BLE001 - no padded space is no loss: the task keeps its own sketches
+            return []
+        prefix = list(padded.trace.insts)
+        out: list[Sketch] = []
+        for space in spaces:
+            trace = space.trace
+            decisions = {inst: trace.get_decision(inst) for inst in trace.insts
+                         if trace.get_decision(inst) is not None}
+            sketch = self._read_sketch(len(self.sketches) + len(out),
+                                       s_tir.schedule.Trace(prefix + list(trace.insts), decisions), space.mod)
+            if self._apply(sketch, None, seed=self.config.seed + 1) is not None:
+                out.append(sketch)
+        return out
+
+    def _read_sketch(self, index: int, trace: Any, design_mod: Any) -> Sketch:
+        """A design space's facts; `design_mod` is the program the design space was generated on."""
         insts = list(trace.insts)
         tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots = [], [], [], [], []
         tile_extents: list[int] = []
@@ -316,6 +361,7 @@ class ScheduleSpace:
         block_names: dict[int, str] = {}
         loop_block: dict[int, str] = {}
         anchor = None
+        tiled = None
         parallel_default = None
         for inst in insts:
             kind = inst.kind.name
@@ -326,6 +372,8 @@ class ScheduleSpace:
                     loop_block[hash(rv)] = block_names.get(hash(inst.inputs[0]), "")
             elif kind == "Annotate" and str(inst.attrs[0]) == PARALLEL_ANN:
                 parallel_default = int(_py(inst.inputs[1]))
+            elif kind == "Annotate" and str(inst.attrs[0]) == TILING_ANN:
+                tiled = tiled or block_names.get(hash(inst.inputs[0]))
             if not kind.startswith("Sample"):
                 continue
             slot += 1
@@ -347,7 +395,7 @@ class ScheduleSpace:
             else:
                 kinds.append((kind,))
         if anchor is None:  # no tiling (e.g. an elementwise sketch): the block with most loops
-            func = space.mod["main"]
+            func = design_mod["main"]
             names = [n for n in tir_loops.root_child_block_names(func)]
             depth = {n: len(tir_loops.loops_above(func, n) or []) for n in names}
             anchor = max(names, key=lambda n: depth[n]) if names else None
@@ -360,13 +408,16 @@ class ScheduleSpace:
             decision_kinds=tuple(kinds),
             tile_extents=tuple(tile_extents),
             thread_ranges=gpu_threads.read_thread_ranges(insts),
+            tiled_block=tiled, padded=any(inst.kind.name == "PadEinsum" for inst in insts), design_mod=design_mod,
         )
 
-    def _consumers(self, block: str) -> list[str]:
-        """A block's consumers in the unscheduled task (for when a schedule inlined the block)."""
-        if block not in self._consumer_cache:
-            self._consumer_cache[block] = tir_loops.consumer_names(self.mod["main"], block) if block else []
-        return self._consumer_cache[block]
+    def _consumers(self, sk: Sketch, block: str) -> list[str]:
+        """A block's consumers in the sketch's unscheduled program (for when a schedule inlined the
+        block): the task's, or for a padded sketch the padded one, where the pad blocks live."""
+        key = (sk.padded, block)
+        if key not in self._consumer_cache:
+            self._consumer_cache[key] = tir_loops.consumer_names(sk.design_mod["main"], block) if block else []
+        return self._consumer_cache[key]
 
     # ------------------------------------------------------------------ replay
     def _apply(self, sk: Sketch, decisions: Sequence[Any] | None, seed: int) -> Any | None:
@@ -405,7 +456,7 @@ class ScheduleSpace:
         infos = tir_loops.loop_infos(loops) if loops else []
         ladder = tir_loops.parallel_ladder(infos) if sk.parallel_default is not None else {}
         loc_candidates = tuple(
-            tuple(tir_loops.compute_location_candidates(func, b, self._consumers(b))) for b in sk.loc_blocks
+            tuple(tir_loops.compute_location_candidates(func, b, self._consumers(sk, b))) for b in sk.loc_blocks
         )
         try:
             if parallel_extent is not None and sk.parallel_default is not None:

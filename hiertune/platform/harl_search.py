@@ -111,6 +111,7 @@ class HarlConfig:
             ("candidates.cross_sketch", c.cross_sketch, 0 <= c.cross_sketch < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
             ("candidates.min_distance", c.min_distance, c.min_distance >= 1, ">= 1"),
             ("candidates.sibling_slots", c.sibling_slots, 0 <= c.sibling_slots < c.topk, f"in 0..topk - 1 ({c.topk - 1})"),
+            ("space.pad_multiple", self.space.pad_multiple, self.space.pad_multiple >= 0, ">= 0 (0 or 1: no padded sketches)"),
             ("candidates.cross_source", c.cross_source, c.cross_source in CROSS_SOURCES, f"one of {', '.join(CROSS_SOURCES)}"),
         ]
         for name, value, ok, rule in checks:
@@ -130,11 +131,13 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "uniform-edits": {"ppo.track_policy": "uniform"},
     "no-prior": {"cost_model.prior": None},
     "no-sibling-transfer": {"candidates.sibling_slots": 0},
+    "no-padding": {"space.pad_multiple": 0},
     # the seed paper's search: random-fill starts, one prime factor per tile edit, greedy top-K,
-    # one sketch per bandit step, rewards as earned, each task searched on its own
+    # one sketch per bandit step, rewards as earned, each task searched on its own, in
+    # MetaSchedule's sketches only
     "paper": {"episode.elite_fraction": 0.0, "episode.start_pool": 1, "space.whole_tile_moves": False,
               "candidates.epsilon": 0.0, "bandit.sketch_warmup": False, "bandit.sketch_renormalise": False,
-              "cost_model.prior": None, "candidates.sibling_slots": 0},
+              "cost_model.prior": None, "candidates.sibling_slots": 0, "space.pad_multiple": 0},
 }
 
 
