@@ -108,3 +108,22 @@ def convs_model(tmp_path_factory):
     path.write_text(CONVS_MODEL)
     return f"{path}:convs"
 
+
+
+def record_roundtrip(space, state, target):
+    """A schedule state through a record and MetaSchedule's database, as `hiertune compile` reads
+    it: the record maps back to the same state, and the database, queried with the task's own
+    program, replays the same scheduled program. Returns the state read back from the record."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    record = space.tuning_record(state, [1e-4])
+    back = space.state_from_record(record.as_json())
+    assert back is not None and back.key == state.key and back.parallel_extent == state.parallel_extent
+    db = ms.database.MemoryDatabase()
+    db.commit_workload(space.mod)
+    db.commit_tuning_record(record)
+    sch = db.query_schedule(space.mod, target=target, workload_name="main")
+    assert sch is not None
+    tvm.ir.assert_structural_equal(sch.mod, state.mod)
+    return back

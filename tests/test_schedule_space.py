@@ -229,20 +229,10 @@ def test_edit_past_the_last_legal_location_is_a_masked_no_op(c1d):
 
 
 def test_state_roundtrips_through_records_and_database(gmm, target):
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
+    from conftest import record_roundtrip
 
     state = gmm.apply(gmm.random_state(0, np.random.default_rng(9)), ea.PARALLEL_OFFSET)
-    record = gmm.tuning_record(state, [1e-4])
-    back = gmm.state_from_record(record.as_json())
-    assert back is not None and back.key == state.key and back.parallel_extent == state.parallel_extent
-    db = ms.database.MemoryDatabase()
-    db.commit_workload(gmm.mod)
-    db.commit_tuning_record(record)
-    sch = db.query_schedule(gmm.mod, target=target, workload_name="main")
-    assert sch is not None
-    tvm.ir.assert_structural_equal(sch.mod, state.mod)
-    check_gmm(back, target)
+    check_gmm(record_roundtrip(gmm, state, target), target)
 
 
 def test_metaschedule_mutated_traces_map_back_to_the_same_program(c1d):
