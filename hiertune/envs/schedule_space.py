@@ -226,7 +226,8 @@ class Sketch:
     thread_ranges: tuple[gpu_threads.ThreadRange, ...] = ()  # GPU sketches: threads per block allowed
     tiled_block: str | None = None  # the block MultiLevelTiling tiled (None: no such block)
     padded: bool = False  # the trace starts with PadEinsum (`SpaceConfig.pad_multiple`)
-    design_mod: Any = field(default=None, repr=False, compare=False)  # the program the design space was generated on
+    base_mod: Any = field(default=None, repr=False, compare=False)  # the unscheduled program the trace's
+    #   design part starts from: the task's, or for a padded sketch the padded one
 
 
 @dataclass(eq=False)
@@ -306,7 +307,7 @@ class ScheduleSpace:
         self._memo: OrderedDict[tuple, ScheduleState | None] = OrderedDict()
         self._consumer_cache: dict[tuple[bool, str], list[str]] = {}
         self.stats = {"replays": 0, "failed": 0, "thread_extent": 0, "repeated_fills": 0}
-        self.sketches = [self._read_sketch(i, s.trace, s.mod) for i, s in enumerate(spaces)]
+        self.sketches = [self._read_sketch(i, s.trace, s.mod, self.mod) for i, s in enumerate(spaces)]
         if self.config.pad_multiple > 1:
             self.sketches += self._padded_sketches(target)
         self._fills: dict[int, list[ScheduleState]] = {}  # per sketch: its last FILLS_KEPT random fills
@@ -345,13 +346,15 @@ class ScheduleSpace:
             decisions = {inst: trace.get_decision(inst) for inst in trace.insts
                          if trace.get_decision(inst) is not None}
             sketch = self._read_sketch(len(self.sketches) + len(out),
-                                       s_tir.schedule.Trace(prefix + list(trace.insts), decisions), space.mod)
+                                       s_tir.schedule.Trace(prefix + list(trace.insts), decisions), space.mod,
+                                       padded.mod)
             if self._apply(sketch, None, seed=self.config.seed + 1) is not None:
                 out.append(sketch)
         return out
 
-    def _read_sketch(self, index: int, trace: Any, design_mod: Any) -> Sketch:
-        """A design space's facts; `design_mod` is the program the design space was generated on."""
+    def _read_sketch(self, index: int, trace: Any, space_mod: Any, base_mod: Any) -> Sketch:
+        """A design space's facts; `space_mod` is the design space's own (scheduled) program,
+        `base_mod` the unscheduled one it was generated on."""
         insts = list(trace.insts)
         tile_slots, tile_inner, cat_slots, cat_sizes, loc_slots = [], [], [], [], []
         tile_extents: list[int] = []
@@ -395,7 +398,7 @@ class ScheduleSpace:
             else:
                 kinds.append((kind,))
         if anchor is None:  # no tiling (e.g. an elementwise sketch): the block with most loops
-            func = design_mod["main"]
+            func = space_mod["main"]
             names = [n for n in tir_loops.root_child_block_names(func)]
             depth = {n: len(tir_loops.loops_above(func, n) or []) for n in names}
             anchor = max(names, key=lambda n: depth[n]) if names else None
@@ -408,7 +411,7 @@ class ScheduleSpace:
             decision_kinds=tuple(kinds),
             tile_extents=tuple(tile_extents),
             thread_ranges=gpu_threads.read_thread_ranges(insts),
-            tiled_block=tiled, padded=any(inst.kind.name == "PadEinsum" for inst in insts), design_mod=design_mod,
+            tiled_block=tiled, padded=any(inst.kind.name == "PadEinsum" for inst in insts), base_mod=base_mod,
         )
 
     def _consumers(self, sk: Sketch, block: str) -> list[str]:
@@ -416,7 +419,7 @@ class ScheduleSpace:
         block): the task's, or for a padded sketch the padded one, where the pad blocks live."""
         key = (sk.padded, block)
         if key not in self._consumer_cache:
-            self._consumer_cache[key] = tir_loops.consumer_names(sk.design_mod["main"], block) if block else []
+            self._consumer_cache[key] = tir_loops.consumer_names(sk.base_mod["main"], block) if block else []
         return self._consumer_cache[key]
 
     # ------------------------------------------------------------------ replay
